@@ -1,0 +1,218 @@
+//! The persisted settings: grants, modes, file roots, disabled tools and limits.
+//!
+//! The config is one JSON file (`Paths::config_file`). It is read at start and changed only through
+//! [`update`], which takes the file lock, re-reads the file (another process may have changed it),
+//! applies the change and writes atomically. Unknown fields are an error rather than silently
+//! dropped on the next write, so a newer lmcp's settings are never lost by an older one.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::registry::Effect;
+use crate::store::{self, FileLock, Paths};
+
+/// A policy for calls to a tool or to every tool of an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Grant {
+    /// Run without asking.
+    Allow,
+    /// Run only after a person says yes.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+impl fmt::Display for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Grant::Allow => "allow",
+            Grant::Ask => "ask",
+            Grant::Deny => "deny",
+        })
+    }
+}
+
+impl FromStr for Grant {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "allow" => Ok(Grant::Allow),
+            "ask" => Ok(Grant::Ask),
+            "deny" => Ok(Grant::Deny),
+            other => Err(Error::Usage(format!(
+                "unknown grant `{other}`; use allow, ask or deny"
+            ))),
+        }
+    }
+}
+
+/// The grant key that covers every tool with the destructive annotation.
+pub const DESTRUCTIVE_KEY: &str = "destructive";
+
+/// Host-wide switches, each persisted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Modes {
+    /// Incognito: no history or run logs are written and no `send` tool runs.
+    pub private: bool,
+    /// Edit restrictions: no `write` or `send` tool runs.
+    pub read_only: bool,
+    /// This host has no terminal access: tools that need one (`run_command`) are unavailable.
+    pub no_terminal: bool,
+}
+
+/// Limits the gate enforces on every call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// How deep calls may nest (a program calling a tool that runs a program...).
+    pub max_depth: u32,
+    /// How many history entries are kept.
+    pub history_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 16,
+            history_size: 200,
+        }
+    }
+}
+
+/// Everything in `config.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Grants keyed by tool name, by effect (`read`, `write`, `send`) or by `destructive`.
+    pub grants: BTreeMap<String, Grant>,
+    /// Private, read-only and no-terminal modes.
+    pub modes: Modes,
+    /// Extra directories the file tools may use, besides the default workspace.
+    pub roots: Vec<PathBuf>,
+    /// Tools switched off by the user; they stay listed as unavailable.
+    pub disabled_tools: Vec<String>,
+    /// Limits on every call.
+    pub limits: Limits,
+}
+
+impl Config {
+    /// The grant that applies to a tool, and where it came from (for people and `grants list`).
+    ///
+    /// Order: a rule for the tool's name; then, for destructive tools, the `destructive` rule
+    /// (default ask); then the rule for its effect; then the built-in default for the effect
+    /// (read and write allow, send ask).
+    pub fn grant_for(&self, tool: &str, effect: Effect, destructive: bool) -> (Grant, String) {
+        if let Some(g) = self.grants.get(tool) {
+            return (*g, format!("grant for `{tool}`"));
+        }
+        if destructive {
+            let g = self
+                .grants
+                .get(DESTRUCTIVE_KEY)
+                .copied()
+                .unwrap_or(Grant::Ask);
+            return (g, "grant for destructive tools".to_string());
+        }
+        let key = effect.as_str();
+        let g = self.grants.get(key).copied().unwrap_or(match effect {
+            Effect::Read | Effect::Write => Grant::Allow,
+            Effect::Send => Grant::Ask,
+        });
+        (g, format!("grant for {key} tools"))
+    }
+}
+
+/// Loads the config. A missing file is the default config; a corrupt one is an error naming it,
+/// which the host reports and then runs on defaults without touching the file.
+pub fn load(paths: &Paths) -> Result<Config> {
+    Ok(store::read_json(&paths.config_file())?.unwrap_or_default())
+}
+
+/// Changes the config under the file lock: re-read, apply `change`, write atomically. A corrupt
+/// file is moved aside first (its new name is returned as a warning) so the change can land and
+/// nothing is lost.
+pub fn update<T>(
+    paths: &Paths,
+    change: impl FnOnce(&mut Config) -> Result<T>,
+) -> Result<(Config, T, Option<String>)> {
+    let path = paths.config_file();
+    let _lock = FileLock::acquire(&path)?;
+    let (mut config, warning) = match load(paths) {
+        Ok(c) => (c, None),
+        Err(Error::Corrupt { path, message }) => {
+            let aside = store::quarantine(&path)?;
+            let w = format!(
+                "{} was corrupt ({message}); moved it to {} and started from defaults",
+                path.display(),
+                aside.display()
+            );
+            (Config::default(), Some(w))
+        }
+        Err(e) => return Err(e),
+    };
+    let out = change(&mut config)?;
+    store::write_json(&path, &config)?;
+    Ok((config, out, warning))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grant_defaults_follow_the_contract() {
+        let c = Config::default();
+        assert_eq!(c.grant_for("t", Effect::Read, false).0, Grant::Allow);
+        assert_eq!(c.grant_for("t", Effect::Write, false).0, Grant::Allow);
+        assert_eq!(c.grant_for("t", Effect::Send, false).0, Grant::Ask);
+        assert_eq!(c.grant_for("t", Effect::Write, true).0, Grant::Ask);
+    }
+
+    #[test]
+    fn tool_rule_beats_destructive_beats_effect() {
+        let mut c = Config::default();
+        c.grants.insert("write".into(), Grant::Deny);
+        c.grants.insert(DESTRUCTIVE_KEY.into(), Grant::Allow);
+        assert_eq!(c.grant_for("w", Effect::Write, false).0, Grant::Deny);
+        assert_eq!(c.grant_for("w", Effect::Write, true).0, Grant::Allow);
+        c.grants.insert("w".into(), Grant::Ask);
+        let (g, why) = c.grant_for("w", Effect::Write, true);
+        assert_eq!(g, Grant::Ask);
+        assert!(why.contains("`w`"));
+    }
+
+    #[test]
+    fn update_survives_a_corrupt_file_and_keeps_it_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::under(dir.path());
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        std::fs::write(paths.config_file(), "{broken").unwrap();
+        assert!(matches!(load(&paths), Err(Error::Corrupt { .. })));
+        let (c, _, warning) = update(&paths, |c| {
+            c.modes.private = true;
+            Ok(())
+        })
+        .unwrap();
+        assert!(c.modes.private);
+        assert!(warning.unwrap().contains("corrupt"));
+        assert!(load(&paths).unwrap().modes.private);
+        let aside = std::fs::read_dir(&paths.config_dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().contains(".corrupt-"));
+        assert!(aside);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_not_dropped() {
+        let r: std::result::Result<Config, _> = serde_json::from_str(r#"{"grantz": {}}"#);
+        assert!(r.is_err());
+    }
+}

@@ -1,0 +1,251 @@
+//! The crate's one error type.
+//!
+//! Every failure in lmcp is an [`Error`]. Each variant names the thing that went wrong (a tool, a
+//! file, a JSON pointer) and its message says how to fix it, lowercase and without a trailing
+//! period, so the front doors can print it as it is. Errors are converted once at each edge: the
+//! CLI prints them and picks an exit code from [`Error::exit_code`], the MCP server turns them into
+//! `isError` results, Lua raises them as error values. [`Error::class`] is the short, stable name
+//! used in history entries and friction reports, which must never contain a message (messages may
+//! quote user input).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Shorthand for results whose error is the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One problem found while validating a JSON value against a JSON Schema.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SchemaProblem {
+    /// JSON pointer to the offending part of the instance (`""` is the whole value).
+    pub pointer: String,
+    /// The JSON Schema keyword that was broken, e.g. `type`, `required`, `maximum`.
+    pub rule: String,
+    /// What is wrong, without echoing the offending value.
+    pub message: String,
+}
+
+impl std::fmt::Display for SchemaProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = if self.pointer.is_empty() {
+            "(root)"
+        } else {
+            &self.pointer
+        };
+        write!(f, "at {at}: {} (rule `{}`)", self.message, self.rule)
+    }
+}
+
+/// Every way an lmcp operation can fail.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No tool has this name; `suggestions` holds the closest registered names.
+    #[error("unknown tool `{name}`{}", suggest(suggestions))]
+    UnknownTool {
+        name: String,
+        suggestions: Vec<String>,
+    },
+
+    /// The tool exists but cannot run here and now; `reason` is readable by a person.
+    #[error("tool `{tool}` is unavailable: {reason}")]
+    Unavailable { tool: String, reason: String },
+
+    /// The arguments do not match the tool's input schema.
+    #[error(
+        "invalid arguments for `{tool}`: {}; see `lmcp tool show {tool}` for its schema",
+        join(problems)
+    )]
+    InvalidArgs {
+        tool: String,
+        problems: Vec<SchemaProblem>,
+    },
+
+    /// A grant or mode refused the call; `reason` says which and how to change it.
+    #[error("`{tool}` was denied: {reason}")]
+    Denied { tool: String, reason: String },
+
+    /// The call needed a person's yes and none could be asked.
+    #[error("`{tool}` needs confirmation: {reason}")]
+    NeedsConfirmation { tool: String, reason: String },
+
+    /// The call, or the run it belongs to, was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+
+    /// The call ran past its deadline.
+    #[error("timed out after {}", human_duration(*after))]
+    Timeout { after: Duration },
+
+    /// A resource limit was hit (nesting depth, output size, file size...).
+    #[error("limit reached: {what} (the limit is {limit})")]
+    Limit { what: String, limit: String },
+
+    /// A tool ran and failed; `message` is its own explanation.
+    #[error("{tool} failed: {message}")]
+    Tool { tool: String, message: String },
+
+    /// A tool was given a path or value it refuses (outside the allowed roots, too big...).
+    #[error("{0}")]
+    Refused(String),
+
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// A file holds data that does not parse.
+    #[error("{} is corrupt: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
+
+    /// A tool definition is inconsistent (bad name, bad schema). A bug in whoever defined it.
+    #[error("bad tool definition `{tool}`: {message}")]
+    Definition { tool: String, message: String },
+
+    /// The command line or a request was malformed.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// A stable, value-free name for this kind of error, used in history and friction reports.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Error::UnknownTool { .. } => "unknown_tool",
+            Error::Unavailable { .. } => "unavailable",
+            Error::InvalidArgs { .. } => "invalid_args",
+            Error::Denied { .. } => "denied",
+            Error::NeedsConfirmation { .. } => "needs_confirmation",
+            Error::Cancelled => "cancelled",
+            Error::Timeout { .. } => "timeout",
+            Error::Limit { .. } => "limit",
+            Error::Tool { .. } => "tool_error",
+            Error::Refused(_) => "refused",
+            Error::Io { .. } => "io",
+            Error::Corrupt { .. } => "corrupt",
+            Error::Definition { .. } => "definition",
+            Error::Usage(_) => "usage",
+        }
+    }
+
+    /// The process exit code a front door uses for this error: 1 a tool failed, 2 bad usage or
+    /// invalid arguments, 3 denied, unavailable or not confirmed.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::UnknownTool { .. }
+            | Error::InvalidArgs { .. }
+            | Error::Usage(_)
+            | Error::Definition { .. } => 2,
+            Error::Denied { .. } | Error::NeedsConfirmation { .. } | Error::Unavailable { .. } => 3,
+            _ => 1,
+        }
+    }
+
+    /// Wraps an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A tool's own failure, with its message.
+    pub fn tool(tool: &str, message: impl Into<String>) -> Self {
+        Error::Tool {
+            tool: tool.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+fn suggest(names: &[String]) -> String {
+    match names {
+        [] => "; run `lmcp tools` to list the tools".to_string(),
+        [one] => format!("; did you mean `{one}`?"),
+        many => {
+            let quoted: Vec<String> = many.iter().map(|n| format!("`{n}`")).collect();
+            format!("; did you mean one of {}?", quoted.join(", "))
+        }
+    }
+}
+
+fn join(problems: &[SchemaProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Renders a duration for people: `250ms`, `3s`, `1.5s`.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_tool_message_suggests_names() {
+        let e = Error::UnknownTool {
+            name: "calc".into(),
+            suggestions: vec!["calculate".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "unknown tool `calc`; did you mean `calculate`?"
+        );
+        let e = Error::UnknownTool {
+            name: "zz".into(),
+            suggestions: vec![],
+        };
+        assert!(e.to_string().contains("lmcp tools"));
+    }
+
+    #[test]
+    fn invalid_args_names_pointer_and_rule() {
+        let e = Error::InvalidArgs {
+            tool: "calculate".into(),
+            problems: vec![SchemaProblem {
+                pointer: "/expression".into(),
+                rule: "type".into(),
+                message: "value is not of type \"string\"".into(),
+            }],
+        };
+        let s = e.to_string();
+        assert!(s.contains("at /expression"), "{s}");
+        assert!(s.contains("rule `type`"), "{s}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        assert_eq!(
+            Error::Denied {
+                tool: "x".into(),
+                reason: "r".into()
+            }
+            .exit_code(),
+            3
+        );
+        assert_eq!(Error::tool("x", "boom").exit_code(), 1);
+        assert_eq!(Error::Usage("u".into()).exit_code(), 2);
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_secs(3)), "3s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5s");
+    }
+}

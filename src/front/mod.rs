@@ -1,0 +1,8 @@
+//! The front doors. Each is thin: it turns its input into [`CallRequest`](crate::CallRequest)s
+//! for [`Host::call`](crate::Host::call) and renders the [`Outcome`](crate::Outcome)s.
+//!
+//! | file     | door                                                             |
+//! |----------|------------------------------------------------------------------|
+//! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
+
+pub mod cli;

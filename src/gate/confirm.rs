@@ -1,0 +1,226 @@
+//! Asking a person before a call runs.
+//!
+//! The gate asks a [`Confirmer`] when a call runs under an `ask` grant, or when a state-changing
+//! call runs in `ask` confirmation mode. Each front door supplies its own: [`TtyPrompt`] on a
+//! terminal (default No), [`AlwaysYes`] when a person passed `--yes`, [`NoPerson`] when nobody can
+//! be asked (no TTY, no flag: the call is not run), MCP elicitation later, and [`Scripted`] for
+//! tests.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::{BufRead, IsTerminal, Write};
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::registry::Effect;
+
+/// A person's answer, or the lack of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Run it.
+    Yes,
+    /// Do not run it.
+    No,
+    /// Nobody could be asked.
+    CannotAsk,
+}
+
+/// What the person is asked about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmRequest {
+    /// The tool's name.
+    pub tool: String,
+    /// Its effect.
+    pub effect: Effect,
+    /// Whether it may destroy data.
+    pub destructive: bool,
+    /// The validated arguments.
+    pub args: Value,
+    /// One line: what the call would do.
+    pub summary: String,
+    /// Why we ask (which grant or mode).
+    pub why: String,
+}
+
+/// The future a confirmer returns.
+pub type AnswerFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+
+/// Something that can ask a person whether a call may run.
+pub trait Confirmer: Send + Sync {
+    /// Asks about `request`.
+    fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_>;
+}
+
+/// Nobody to ask: every question is answered [`Answer::CannotAsk`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoPerson;
+
+impl Confirmer for NoPerson {
+    fn confirm(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
+        Box::pin(std::future::ready(Answer::CannotAsk))
+    }
+}
+
+/// A person said yes up front (`--yes`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AlwaysYes;
+
+impl Confirmer for AlwaysYes {
+    fn confirm(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
+        Box::pin(std::future::ready(Answer::Yes))
+    }
+}
+
+/// Answers from a list, in order, and remembers what was asked; for tests. When the list runs
+/// out it answers [`Answer::CannotAsk`].
+#[derive(Debug, Default)]
+pub struct Scripted {
+    answers: Mutex<VecDeque<Answer>>,
+    asked: Mutex<Vec<ConfirmRequest>>,
+}
+
+impl Scripted {
+    /// A confirmer that gives these answers in turn.
+    pub fn new(answers: impl IntoIterator<Item = Answer>) -> Scripted {
+        Scripted {
+            answers: Mutex::new(answers.into_iter().collect()),
+            asked: Mutex::default(),
+        }
+    }
+
+    /// Every request asked so far.
+    pub fn asked(&self) -> Vec<ConfirmRequest> {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Confirmer for Scripted {
+    fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(request.clone());
+        let a = self
+            .answers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+            .unwrap_or(Answer::CannotAsk);
+        Box::pin(std::future::ready(a))
+    }
+}
+
+/// Asks on the terminal: the prompt goes to stderr, the answer comes from stdin, and anything
+/// but `y`/`yes` (including end of input) is No. When stdin is not a terminal it cannot ask.
+#[derive(Debug, Default)]
+pub struct TtyPrompt {
+    /// Serializes prompts so two concurrent calls never interleave their questions.
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl TtyPrompt {
+    /// A prompt on this process's terminal.
+    pub fn new() -> TtyPrompt {
+        TtyPrompt::default()
+    }
+}
+
+impl Confirmer for TtyPrompt {
+    fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        let text = render_prompt(request);
+        Box::pin(async move {
+            if !std::io::stdin().is_terminal() {
+                return Answer::CannotAsk;
+            }
+            let _guard = self.lock.lock().await;
+            let line = tokio::task::spawn_blocking(move || {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "{text}");
+                let _ = err.flush();
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match line {
+                Ok(Ok(l)) if matches!(l.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
+                    Answer::Yes
+                }
+                _ => Answer::No,
+            }
+        })
+    }
+}
+
+/// The question a person sees: tool, effect, why, each argument (long values shortened).
+pub fn render_prompt(request: &ConfirmRequest) -> String {
+    let mut s = format!(
+        "\n{} wants to run ({}{}) — {}\n  {}\n",
+        request.tool,
+        request.effect,
+        if request.destructive {
+            ", destructive"
+        } else {
+            ""
+        },
+        request.why,
+        request.summary,
+    );
+    if let Value::Object(map) = &request.args {
+        for (k, v) in map {
+            s.push_str(&format!("  {k}: {}\n", shorten(v)));
+        }
+    }
+    s.push_str("Allow? [y/N] ");
+    s
+}
+
+/// A JSON value shown in at most ~120 characters.
+pub fn shorten(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= 120 {
+        text
+    } else {
+        let head: String = text.chars().take(110).collect();
+        format!("{head}… ({} chars)", text.chars().count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req() -> ConfirmRequest {
+        ConfirmRequest {
+            tool: "write_file".into(),
+            effect: Effect::Write,
+            destructive: true,
+            args: json!({"path": "a.txt", "content": "x".repeat(500)}),
+            summary: "write 500 bytes to a.txt".into(),
+            why: "the grant for destructive tools is ask".into(),
+        }
+    }
+
+    #[test]
+    fn prompt_shows_tool_effect_args_and_defaults_to_no() {
+        let p = render_prompt(&req());
+        assert!(
+            p.contains("write_file wants to run (write, destructive)"),
+            "{p}"
+        );
+        assert!(p.contains("path: \"a.txt\""), "{p}");
+        assert!(p.contains("(502 chars)"), "{p}");
+        assert!(p.ends_with("[y/N] "));
+    }
+
+    #[tokio::test]
+    async fn scripted_answers_in_order_then_cannot_ask() {
+        let s = Scripted::new([Answer::Yes, Answer::No]);
+        assert_eq!(s.confirm(&req()).await, Answer::Yes);
+        assert_eq!(s.confirm(&req()).await, Answer::No);
+        assert_eq!(s.confirm(&req()).await, Answer::CannotAsk);
+        assert_eq!(s.asked().len(), 3);
+    }
+}

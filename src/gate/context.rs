@@ -1,0 +1,373 @@
+//! What travels with every call: the request, its context, and the typed outcome.
+//!
+//! A front door builds one root [`CallContext`] per action (a CLI command, a REPL line, an MCP
+//! request) and every nested call a program makes gets a [`CallContext::child`] of it: one level
+//! deeper, origin `program`, a child cancellation token (cancelling the root stops the whole
+//! tree), the same deadline or an earlier one, and the same confirmation mode or a weaker one.
+//! The fields are private so no code holding a context can raise its own confirmation mode.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::confirm::{Confirmer, NoPerson};
+use crate::error::Error;
+use crate::registry::Effect;
+
+/// Which front door a call came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// `lmcp call` and other subcommands.
+    Cli,
+    /// The interactive REPL.
+    Repl,
+    /// An MCP client.
+    Mcp,
+    /// A program (recipe, custom tool, skill script, Lua run) calling a tool.
+    Program,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::Cli => "cli",
+            Origin::Repl => "repl",
+            Origin::Mcp => "mcp",
+            Origin::Program => "program",
+        })
+    }
+}
+
+/// How state-changing calls (effect write or send) are confirmed in this run. Ordered from the
+/// weakest to the strongest; a nested run can only keep or lower its parent's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfirmMode {
+    /// State-changing calls return a preview and do nothing (a dry run).
+    Preview,
+    /// Each state-changing call asks the run's [`Confirmer`] (a person).
+    Ask,
+    /// State-changing calls run; calls under an `ask` grant still need a person's yes.
+    Confirmed,
+}
+
+impl ConfirmMode {
+    /// Parses `preview`, `ask` or `confirmed` (also `yes`).
+    pub fn parse(s: &str) -> Option<ConfirmMode> {
+        match s {
+            "preview" => Some(ConfirmMode::Preview),
+            "ask" => Some(ConfirmMode::Ask),
+            "confirmed" | "yes" => Some(ConfirmMode::Confirmed),
+            _ => None,
+        }
+    }
+}
+
+/// A progress report from a long-running tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    /// Units done so far.
+    pub done: u64,
+    /// Units in all, when known.
+    pub total: Option<u64>,
+    /// What is happening now.
+    pub message: String,
+}
+
+/// Where progress reports go: a CLI progress line, MCP notifications, or nowhere.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// The context of one call. Cheap to clone.
+#[derive(Clone)]
+pub struct CallContext {
+    origin: Origin,
+    depth: u32,
+    cancel: CancellationToken,
+    deadline: Option<Instant>,
+    budget: Duration,
+    progress: Option<ProgressSink>,
+    confirm: ConfirmMode,
+    confirmer: Arc<dyn Confirmer>,
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("origin", &self.origin)
+            .field("depth", &self.depth)
+            .field("confirm", &self.confirm)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallContext {
+    /// A root context for a front door: depth 0, a fresh cancellation token, no deadline, no
+    /// progress sink, and a confirmer that cannot ask anyone (set one with
+    /// [`with_confirmer`](Self::with_confirmer)).
+    pub fn root(origin: Origin, confirm: ConfirmMode) -> CallContext {
+        CallContext {
+            origin,
+            depth: 0,
+            cancel: CancellationToken::new(),
+            deadline: None,
+            budget: Duration::ZERO,
+            progress: None,
+            confirm,
+            confirmer: Arc::new(NoPerson),
+        }
+    }
+
+    /// Sets who answers confirmation prompts. Only front doors build roots, so a program cannot.
+    pub fn with_confirmer(mut self, confirmer: Arc<dyn Confirmer>) -> Self {
+        self.confirmer = confirmer;
+        self
+    }
+
+    /// Sets a deadline `after` from now, or keeps the current one if it is earlier.
+    pub fn with_timeout(mut self, after: Duration) -> Self {
+        let d = Instant::now() + after;
+        match self.deadline {
+            Some(old) if old <= d => {}
+            _ => {
+                self.deadline = Some(d);
+                self.budget = after;
+            }
+        }
+        self
+    }
+
+    /// Sends progress reports to `sink`.
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// Uses `token` for cancellation (a front door that cancels on Ctrl-C or an MCP notice).
+    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// The context for a call made by a program running under this one.
+    pub fn child(&self) -> CallContext {
+        CallContext {
+            origin: Origin::Program,
+            depth: self.depth + 1,
+            cancel: self.cancel.child_token(),
+            ..self.clone()
+        }
+    }
+
+    /// Like [`child`](Self::child) but asking for `mode`; the child never gets a stronger mode
+    /// than this context has (confirmation flows down, never up).
+    pub fn child_with_mode(&self, mode: ConfirmMode) -> CallContext {
+        let mut c = self.child();
+        c.confirm = self.confirm.min(mode);
+        c
+    }
+
+    /// Which front door started this call tree (or `program` for nested calls).
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// How many calls this one is nested in.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// How state-changing calls are confirmed.
+    pub fn confirm_mode(&self) -> ConfirmMode {
+        self.confirm
+    }
+
+    /// The cancellation token; tools doing long work should watch it.
+    pub fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// When this call must be done by, if ever.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The time budget the deadline was set with (for messages such as "timed out after 30s").
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Reports progress, if anyone listens.
+    pub fn progress(&self, done: u64, total: Option<u64>, message: impl Into<String>) {
+        if let Some(sink) = &self.progress {
+            sink(Progress {
+                done,
+                total,
+                message: message.into(),
+            });
+        }
+    }
+
+    pub(crate) fn confirmer(&self) -> &Arc<dyn Confirmer> {
+        &self.confirmer
+    }
+}
+
+/// One call: which tool, with which arguments, in which context.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments (a JSON object).
+    pub args: Value,
+    /// Origin, depth, cancellation, deadline, progress and confirmation.
+    pub ctx: CallContext,
+}
+
+impl CallRequest {
+    /// A request for `tool` with `args` in `ctx`.
+    pub fn new(tool: impl Into<String>, args: Value, ctx: CallContext) -> CallRequest {
+        CallRequest {
+            tool: tool.into(),
+            args,
+            ctx,
+        }
+    }
+}
+
+/// What a state-changing call would have done, returned instead of doing it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preview {
+    /// The tool that was not run.
+    pub tool: String,
+    /// The validated arguments it would have run with.
+    pub args: Value,
+    /// Its effect.
+    pub effect: Effect,
+    /// One line for people: what it would do.
+    pub summary: String,
+}
+
+impl Preview {
+    /// The preview as a JSON value marked `"preview": true`, as programs see it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "preview": true,
+            "tool": self.tool,
+            "args": self.args,
+            "effect": self.effect,
+            "summary": self.summary,
+        })
+    }
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ran and returned this result.
+    Done(Value),
+    /// It changes state and the run is a preview: nothing was done.
+    Preview(Preview),
+    /// A grant or mode refused it, or a person said no.
+    Denied { tool: String, reason: String },
+    /// It needed a person's yes and none could be asked.
+    NeedsConfirmation { tool: String, reason: String },
+    /// It could not run or it failed.
+    Failed(Error),
+}
+
+impl Outcome {
+    /// The outcome class recorded in history: `done`, `preview`, `denied`,
+    /// `needs_confirmation`, or `failed:<error class>`.
+    pub fn class(&self) -> String {
+        match self {
+            Outcome::Done(_) => "done".into(),
+            Outcome::Preview(_) => "preview".into(),
+            Outcome::Denied { .. } => "denied".into(),
+            Outcome::NeedsConfirmation { .. } => "needs_confirmation".into(),
+            Outcome::Failed(e) => format!("failed:{}", e.class()),
+        }
+    }
+
+    /// Process exit code: 0 done or previewed, 1 failed, 2 bad usage or arguments, 3 denied or
+    /// not confirmed.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Done(_) | Outcome::Preview(_) => 0,
+            Outcome::Denied { .. } | Outcome::NeedsConfirmation { .. } => 3,
+            Outcome::Failed(e) => e.exit_code(),
+        }
+    }
+
+    /// A result for programs: the value, or the preview as a value, or an error.
+    pub fn into_result(self) -> Result<Value, Error> {
+        match self {
+            Outcome::Done(v) => Ok(v),
+            Outcome::Preview(p) => Ok(p.to_json()),
+            Outcome::Denied { tool, reason } => Err(Error::Denied { tool, reason }),
+            Outcome::NeedsConfirmation { tool, reason } => {
+                Err(Error::NeedsConfirmation { tool, reason })
+            }
+            Outcome::Failed(e) => Err(e),
+        }
+    }
+
+    /// The outcome as one JSON object for `--json` output and logs.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Outcome::Done(v) => json!({"outcome": "done", "result": v}),
+            Outcome::Preview(p) => json!({"outcome": "preview", "preview": p}),
+            Outcome::Denied { tool, reason } => {
+                json!({"outcome": "denied", "tool": tool, "reason": reason})
+            }
+            Outcome::NeedsConfirmation { tool, reason } => {
+                json!({"outcome": "needs_confirmation", "tool": tool, "reason": reason})
+            }
+            Outcome::Failed(e) => json!({
+                "outcome": "failed",
+                "error": {"class": e.class(), "message": e.to_string()},
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_go_deeper_and_never_raise_the_mode() {
+        let root = CallContext::root(Origin::Cli, ConfirmMode::Preview);
+        let c = root.child_with_mode(ConfirmMode::Confirmed);
+        assert_eq!(c.confirm_mode(), ConfirmMode::Preview);
+        assert_eq!(c.depth(), 1);
+        assert_eq!(c.origin(), Origin::Program);
+        let root = CallContext::root(Origin::Mcp, ConfirmMode::Confirmed);
+        assert_eq!(
+            root.child_with_mode(ConfirmMode::Preview).confirm_mode(),
+            ConfirmMode::Preview
+        );
+    }
+
+    #[test]
+    fn cancelling_the_root_cancels_the_tree() {
+        let root = CallContext::root(Origin::Cli, ConfirmMode::Confirmed);
+        let grandchild = root.child().child();
+        root.cancel_token().cancel();
+        assert!(grandchild.cancel_token().is_cancelled());
+    }
+
+    #[test]
+    fn deadlines_only_get_earlier() {
+        let root = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
+            .with_timeout(Duration::from_secs(1));
+        let d = root.deadline().unwrap();
+        let later = root.child().with_timeout(Duration::from_secs(100));
+        assert_eq!(later.deadline(), Some(d));
+    }
+}

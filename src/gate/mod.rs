@@ -1,0 +1,269 @@
+//! The gate: the one function every tool call passes through.
+//!
+//! [`call`] takes a [`CallRequest`] and runs these stages, in this order, stopping at the first
+//! that decides the outcome:
+//!
+//! 1. **resolve** the tool; an unknown name fails with the closest names as suggestions;
+//! 2. **availability**: an unavailable tool fails with the reason;
+//! 3. **validate** the arguments against the input schema; failures name the JSON pointer and
+//!    the rule;
+//! 4. **grants**: `deny` refuses; `ask` needs a person's yes at stage 6;
+//! 5. **modes**: read-only refuses `write` and `send` tools; private refuses `send` tools;
+//! 6. **confirmation**: in `preview` mode a state-changing call (or one under an `ask` grant)
+//!    returns a [`Preview`] and does nothing; an `ask` grant, or a state-changing call in `ask`
+//!    mode, asks the context's confirmer: no means denied, nobody-to-ask means
+//!    needs-confirmation;
+//! 7. **run** the handler with the call context, racing cancellation and the deadline, within the
+//!    nesting limit;
+//! 8. **record** the call in the history ring, unless private mode is on.
+//!
+//! Handlers can only be run with a [`Pass`], and only this module can make one.
+
+mod confirm;
+mod context;
+mod history;
+
+pub use confirm::{
+    AlwaysYes, Answer, AnswerFuture, ConfirmRequest, Confirmer, NoPerson, Scripted, TtyPrompt,
+    render_prompt,
+};
+pub use context::{
+    CallContext, CallRequest, ConfirmMode, Origin, Outcome, Preview, Progress, ProgressSink,
+};
+pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::config::{Config, Grant};
+use crate::error::{Error, SchemaProblem};
+use crate::host::Host;
+use crate::registry::{Availability, Effect, Invocation, Tool};
+
+/// Proof that the gate approved a call. Its field is private to this module, so nothing else can
+/// make one, and [`Tool::run`] requires one.
+pub struct Pass(());
+
+/// At most this many schema problems are reported for one call.
+const MAX_PROBLEMS: usize = 8;
+
+/// Runs one call through every stage of the gate. Never panics on bad input; every failure is an
+/// [`Outcome`].
+pub(crate) async fn call(host: &Arc<Host>, req: CallRequest) -> Outcome {
+    let started = Instant::now();
+    let config = host.config();
+    let tool = host.registry().get(&req.tool);
+    let (origin, depth) = (req.ctx.origin(), req.ctx.depth());
+    // Shapes are taken before the call: the handler owns the arguments afterwards.
+    let shapes = if config.modes.private {
+        Vec::new()
+    } else {
+        arg_shapes(&req.args, tool.as_ref().map(|t| &t.spec().input_schema))
+    };
+    let outcome = match &tool {
+        None => Outcome::Failed(Error::UnknownTool {
+            suggestions: host.registry().closest(&req.tool),
+            name: req.tool,
+        }),
+        Some(t) => decide_and_run(host, t, &config, req).await,
+    };
+    if !config.modes.private {
+        let entry = HistoryEntry {
+            at_ms: chrono::Utc::now().timestamp_millis(),
+            tool: tool.map_or_else(|| "(unknown)".to_string(), |t| t.spec().name.clone()),
+            origin: origin.to_string(),
+            depth,
+            outcome: outcome.class(),
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            args: shapes,
+        };
+        if let Err(e) = host.history().record(&entry) {
+            host.warn(format!("could not record the call in the history: {e}"));
+        }
+    }
+    outcome
+}
+
+/// Stages 2 to 7 for a resolved tool.
+async fn decide_and_run(
+    host: &Arc<Host>,
+    tool: &Tool,
+    config: &Config,
+    req: CallRequest,
+) -> Outcome {
+    let spec = tool.spec();
+    let name = spec.name.clone();
+    let CallRequest { args, ctx, .. } = req;
+
+    // 2. availability
+    if let Availability::Unavailable { detail, .. } = spec.availability(config, host.transport()) {
+        return Outcome::Failed(Error::Unavailable {
+            tool: name,
+            reason: detail,
+        });
+    }
+
+    // 3. arguments
+    let problems = schema_problems(tool, &args);
+    if !problems.is_empty() {
+        return Outcome::Failed(Error::InvalidArgs {
+            tool: name,
+            problems,
+        });
+    }
+
+    // 4. grants
+    let destructive = spec.annotations.destructive_hint;
+    let (grant, grant_source) = config.grant_for(&name, spec.effect, destructive);
+    if grant == Grant::Deny {
+        return Outcome::Denied {
+            reason: format!("the {grant_source} is deny; allow it with `lmcp grants allow {name}`"),
+            tool: name,
+        };
+    }
+
+    // 5. modes
+    let changes_state = spec.effect.changes_state();
+    if config.modes.read_only && changes_state {
+        return Outcome::Denied {
+            reason: format!(
+                "read-only mode is on and this tool has effect {}; turn it off with \
+                 `lmcp mode read-only off`",
+                spec.effect
+            ),
+            tool: name,
+        };
+    }
+    if config.modes.private && spec.effect == Effect::Send {
+        return Outcome::Denied {
+            reason: "private mode is on, so nothing is sent; turn it off with \
+                     `lmcp mode private off`"
+                .to_string(),
+            tool: name,
+        };
+    }
+
+    // 6. confirmation
+    let mode = ctx.confirm_mode();
+    let summary = spec
+        .summarize
+        .map_or_else(|| default_summary(spec, &args), |f| f(&args));
+    if mode == ConfirmMode::Preview && spec.has_preview && (changes_state || grant == Grant::Ask) {
+        return Outcome::Preview(Preview {
+            tool: name,
+            args,
+            effect: spec.effect,
+            summary,
+        });
+    }
+    let why = if grant == Grant::Ask {
+        Some(format!("the {grant_source} is ask"))
+    } else if mode == ConfirmMode::Ask && changes_state {
+        Some(format!("this run asks before every {} call", spec.effect))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        let request = ConfirmRequest {
+            tool: name.clone(),
+            effect: spec.effect,
+            destructive,
+            args: args.clone(),
+            summary,
+            why: why.clone(),
+        };
+        let answer = tokio::select! {
+            a = ctx.confirmer().confirm(&request) => a,
+            _ = ctx.cancel_token().cancelled() => return Outcome::Failed(Error::Cancelled),
+        };
+        match answer {
+            Answer::Yes => {}
+            Answer::No => {
+                return Outcome::Denied {
+                    tool: name,
+                    reason: "a person declined the call".into(),
+                };
+            }
+            Answer::CannotAsk => {
+                return Outcome::NeedsConfirmation {
+                    reason: format!(
+                        "{why} and nobody could be asked; confirm with --yes, or allow it \
+                         with `lmcp grants allow {name}`"
+                    ),
+                    tool: name,
+                };
+            }
+        }
+    }
+
+    // 7. run
+    let max_depth = config.limits.max_depth;
+    if ctx.depth() > max_depth {
+        return Outcome::Failed(Error::Limit {
+            what: format!("calls nested {} deep", ctx.depth()),
+            limit: max_depth.to_string(),
+        });
+    }
+    if ctx.cancel_token().is_cancelled() {
+        return Outcome::Failed(Error::Cancelled);
+    }
+    let cancel = ctx.cancel_token().clone();
+    let deadline = ctx.deadline();
+    let budget = ctx.budget();
+    let invocation = Invocation {
+        args,
+        ctx,
+        host: Arc::clone(host),
+    };
+    let running = tool.run(invocation, &Pass(()));
+    let result = tokio::select! {
+        r = running => r,
+        _ = cancel.cancelled() => Err(Error::Cancelled),
+        _ = sleep_until(deadline) => Err(Error::Timeout { after: budget }),
+    };
+    match result {
+        Ok(v) => Outcome::Done(v),
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// Sleeps until the deadline, or forever when there is none.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Validates arguments; at most [`MAX_PROBLEMS`] problems, each without the offending value.
+fn schema_problems(tool: &Tool, args: &Value) -> Vec<SchemaProblem> {
+    tool.validator()
+        .iter_errors(args)
+        .take(MAX_PROBLEMS)
+        .map(|e| SchemaProblem {
+            pointer: e.instance_path().to_string(),
+            rule: e.kind().keyword().to_string(),
+            message: e.masked().to_string(),
+        })
+        .collect()
+}
+
+/// "would call NAME (effect) with a, b" when a tool has no summarizer of its own.
+fn default_summary(spec: &crate::registry::ToolSpec, args: &Value) -> String {
+    let keys: Vec<&str> = args
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    if keys.is_empty() {
+        format!("would call {} ({})", spec.name, spec.effect)
+    } else {
+        format!(
+            "would call {} ({}) with {}",
+            spec.name,
+            spec.effect,
+            keys.join(", ")
+        )
+    }
+}

@@ -1,0 +1,173 @@
+//! The host: config, store, registry and gate in one value, and [`Host::call`], the one way in.
+//!
+//! Every front door builds one `Arc<Host>` and turns its input into [`CallRequest`]s. The host
+//! re-reads `config.json` when another process changed it (a stat per call), so a long-running
+//! REPL or MCP server follows `lmcp grants ...` typed in another terminal at once.
+//!
+//! Problems that must not stop the host (a corrupt config, a history write that failed) become
+//! warnings, kept until a front door takes them with [`Host::take_warnings`] and shows them.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use crate::config::{self, Config};
+use crate::error::{Error, Result};
+use crate::gate::{self, CallRequest, History, Outcome};
+use crate::registry::{Availability, Profile, Registry, Tool, Transport};
+use crate::store::{self, Paths};
+use crate::tools;
+
+/// Settings for [`Host::open_with`].
+#[derive(Debug, Clone, Default)]
+pub struct HostOptions {
+    /// How callers reach this host (decides whether local-file tools are available).
+    pub transport: Transport,
+}
+
+/// The config in memory and the file stamp it was read from.
+struct LoadedConfig {
+    config: Config,
+    stamp: Option<(SystemTime, u64)>,
+}
+
+/// Config, store paths, registry, history and gate.
+pub struct Host {
+    paths: Paths,
+    config: RwLock<LoadedConfig>,
+    registry: Registry,
+    history: History,
+    transport: Transport,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl Host {
+    /// Opens the host on these paths with the built-in tools registered.
+    pub fn open(paths: Paths) -> Result<Arc<Host>> {
+        Host::open_with(paths, HostOptions::default())
+    }
+
+    /// Opens the host with options.
+    pub fn open_with(paths: Paths, options: HostOptions) -> Result<Arc<Host>> {
+        let mut warnings = Vec::new();
+        let stamp = stamp_of(&paths.config_file());
+        let config = match config::load(&paths) {
+            Ok(c) => c,
+            Err(e @ Error::Corrupt { .. }) => {
+                warnings.push(format!("{e}; using default settings until it is fixed"));
+                Config::default()
+            }
+            Err(e) => return Err(e),
+        };
+        let history = History::new(paths.history_file(), config.limits.history_size);
+        let host = Host {
+            history,
+            config: RwLock::new(LoadedConfig { config, stamp }),
+            registry: Registry::new(),
+            transport: options.transport,
+            warnings: Mutex::new(warnings),
+            paths,
+        };
+        tools::register_builtins(&host.registry)?;
+        Ok(Arc::new(host))
+    }
+
+    /// Runs one call through the gate. This is the only way any tool runs.
+    pub async fn call(self: &Arc<Self>, request: CallRequest) -> Outcome {
+        gate::call(self, request).await
+    }
+
+    /// The registry (specs are public; handlers are not).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The store's paths.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// The call history ring.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// How callers reach this host.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// The current config, re-read first if the file changed since it was last read.
+    pub fn config(&self) -> Config {
+        let path = self.paths.config_file();
+        let now = stamp_of(&path);
+        {
+            let loaded = self.config.read().unwrap_or_else(|p| p.into_inner());
+            if loaded.stamp == now {
+                return loaded.config.clone();
+            }
+        }
+        let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
+        match config::load(&self.paths) {
+            Ok(c) => loaded.config = c,
+            Err(e) => self.warn(format!("{e}; keeping the settings read before")),
+        }
+        loaded.stamp = now;
+        loaded.config.clone()
+    }
+
+    /// Changes the config on disk (under the lock, atomically) and in memory.
+    pub fn update_config<T>(&self, change: impl FnOnce(&mut Config) -> Result<T>) -> Result<T> {
+        let (config, out, warning) = config::update(&self.paths, change)?;
+        if let Some(w) = warning {
+            self.warn(w);
+        }
+        let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
+        loaded.config = config;
+        loaded.stamp = stamp_of(&self.paths.config_file());
+        Ok(out)
+    }
+
+    /// The directories the file tools may use: the workspace (created on first use) and the
+    /// roots added with `lmcp roots add`.
+    pub fn roots(&self) -> Result<Vec<PathBuf>> {
+        let ws = self.paths.workspace_dir();
+        store::ensure_dir(&ws)?;
+        let mut roots = vec![ws];
+        roots.extend(self.config().roots);
+        Ok(roots)
+    }
+
+    /// Every tool the profile lists, sorted by name, each with its availability here and now.
+    pub fn tools(&self, profile: Profile) -> Vec<(Arc<Tool>, Availability)> {
+        let config = self.config();
+        self.registry
+            .all()
+            .into_iter()
+            .filter(|t| profile.includes(t.spec().profile))
+            .map(|t| {
+                let a = t.spec().availability(&config, self.transport);
+                (t, a)
+            })
+            .collect()
+    }
+
+    /// Records a problem that should be shown to a person but must not stop anything.
+    pub fn warn(&self, message: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
+    }
+
+    /// Takes the warnings gathered so far.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// The modification time and length of a file, to notice changes cheaply.
+fn stamp_of(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}

@@ -1,0 +1,29 @@
+//! lmcp: a local tool host with an embedded Lua runtime.
+//!
+//! One registry, one gate, two program engines, three libraries of programs, four front doors
+//! (see `ARCHITECTURE.md`). Every tool call, whoever makes it, goes through [`Host::call`] and
+//! so through the gate; handlers are private to the registry and need a pass only the gate makes.
+//!
+//! | module       | its job                                                                  |
+//! |--------------|--------------------------------------------------------------------------|
+//! | [`host`]     | `Host`: config + store + registry + gate; `Host::call`, the one way in    |
+//! | [`gate`]     | the gate's stages, call context, confirmation, the history ring          |
+//! | [`registry`] | `ToolSpec` (schema, effect, kind, profile, annotations, availability)    |
+//! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
+//! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
+//! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command         |
+//! | [`front`]    | the front doors: the command line                                        |
+//! | [`error`]    | the one error enum, its classes and exit codes                           |
+
+pub mod config;
+pub mod error;
+pub mod front;
+pub mod gate;
+pub mod host;
+pub mod registry;
+pub mod store;
+pub mod tools;
+
+pub use error::{Error, Result};
+pub use gate::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
+pub use host::{Host, HostOptions};

@@ -1,0 +1,5 @@
+//! The `lmcp` binary: everything lives in the library; this only hands over to the CLI.
+
+fn main() -> std::process::ExitCode {
+    lmcp::front::cli::main()
+}

@@ -1,0 +1,627 @@
+//! The registry: every tool's description ([`ToolSpec`]) and its handler, in one place.
+//!
+//! A tool is data (name, schema, effect, kind, profile, annotations, requirements) plus a
+//! handler. The handler is private to this module: the only way to run it is [`Tool::run`], which
+//! demands a [`Pass`](crate::gate::Pass) that only the gate can mint. So the compiler, not a code
+//! review, guarantees that every call goes through the gate.
+//!
+//! Everything people and programs learn about tools (CLI help, REPL help, the MCP tool list, Lua
+//! definitions) is generated from the specs held here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::gate::{CallContext, Pass};
+use crate::host::Host;
+
+/// What a tool does to the world; the gate's grants and modes key on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Reads only.
+    Read,
+    /// Changes local state (files, saved programs).
+    Write,
+    /// Data leaves the machine.
+    Send,
+}
+
+impl Effect {
+    /// The lowercase name used in config keys and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Write => "write",
+            Effect::Send => "send",
+        }
+    }
+
+    /// Whether calls with this effect change state and so need confirmation in programs.
+    pub fn changes_state(self) -> bool {
+        self != Effect::Read
+    }
+
+    /// Parses `read`, `write` or `send`.
+    pub fn parse(s: &str) -> Option<Effect> {
+        match s {
+            "read" => Some(Effect::Read),
+            "write" => Some(Effect::Write),
+            "send" => Some(Effect::Send),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What role a tool plays; programs may only use some kinds as steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Does one job itself.
+    Leaf,
+    /// A saved program exposed as a tool (`user_*`).
+    Workflow,
+    /// Creates or deletes recipes, tools or skills.
+    Authoring,
+    /// Runs other programs (`recipe_run`, `skill_call`).
+    Gateway,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Leaf => "leaf",
+            Kind::Workflow => "workflow",
+            Kind::Authoring => "authoring",
+            Kind::Gateway => "gateway",
+        })
+    }
+}
+
+/// Which tool list a client sees. `Full` is a superset of `Core`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// The everyday tools.
+    Core,
+    /// Everything, including power tools such as `run_command`.
+    Full,
+}
+
+impl Profile {
+    /// Whether a tool of profile `tool` is listed under this profile.
+    pub fn includes(self, tool: Profile) -> bool {
+        tool <= self
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Profile::Core => "core",
+            Profile::Full => "full",
+        })
+    }
+}
+
+/// MCP tool annotations. Set explicitly on every tool: MCP's defaults (destructive, open world)
+/// are the pessimistic ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Annotations {
+    /// The tool does not change its environment.
+    pub read_only_hint: bool,
+    /// The tool may destroy or overwrite data.
+    pub destructive_hint: bool,
+    /// Repeating the same call has no further effect.
+    pub idempotent_hint: bool,
+    /// The tool reaches outside the host (network, other programs).
+    pub open_world_hint: bool,
+}
+
+impl Annotations {
+    /// A read-only, idempotent, closed-world tool.
+    pub const READ: Annotations = Annotations {
+        read_only_hint: true,
+        destructive_hint: false,
+        idempotent_hint: true,
+        open_world_hint: false,
+    };
+}
+
+/// What a tool needs from the host to be available.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Requirements {
+    /// Needs terminal access (runs programs): refused when the host is in no-terminal mode or on
+    /// platforms without processes.
+    pub terminal: bool,
+    /// Reads local files named by the caller: only over a local transport (CLI, REPL, stdio).
+    pub local_files: bool,
+}
+
+/// How the caller reaches this host; decides whether local-file tools are available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// Same machine: the CLI, the REPL, or MCP over stdio.
+    #[default]
+    Local,
+    /// Over a network: the caller's files are not ours to read.
+    Remote,
+}
+
+/// Why a tool that exists cannot run here and now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnavailableReason {
+    /// Not supported on this operating system.
+    Platform,
+    /// The host has no terminal access.
+    NoTerminal,
+    /// Switched off in the config.
+    DisabledByConfig,
+    /// Needs the local (stdio) transport.
+    NeedsStdioTransport,
+}
+
+/// Whether a tool can run here and now, with a reason a person can read when not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Availability {
+    /// It can run.
+    Available,
+    /// It cannot, and `detail` says why and how to change that.
+    Unavailable {
+        reason: UnavailableReason,
+        detail: String,
+    },
+}
+
+impl Availability {
+    /// True when the tool can run.
+    pub fn is_available(&self) -> bool {
+        matches!(self, Availability::Available)
+    }
+}
+
+/// Builds a one-line summary of a call's arguments for previews and confirmation prompts.
+pub type Summarizer = fn(&Value) -> String;
+
+/// Everything known about a tool except how to run it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolSpec {
+    /// snake_case; user-made tools start with `user_`.
+    pub name: String,
+    /// A short human title.
+    pub title: String,
+    /// What it does, for people and models: the single source for every front door's help.
+    pub description: String,
+    /// JSON Schema (an object schema) the arguments must meet.
+    pub input_schema: Value,
+    /// JSON Schema every successful result meets, when declared.
+    pub output_schema: Option<Value>,
+    /// MCP annotations.
+    pub annotations: Annotations,
+    /// Read, write or send.
+    pub effect: Effect,
+    /// Leaf, workflow, authoring or gateway.
+    pub kind: Kind,
+    /// Core or full.
+    pub profile: Profile,
+    /// What it needs from the host.
+    pub requires: Requirements,
+    /// False for tools whose contract has no preview (sent when called, e.g. friction reports).
+    pub has_preview: bool,
+    /// Optional argument summary for previews and prompts.
+    #[serde(skip)]
+    pub summarize: Option<Summarizer>,
+}
+
+impl ToolSpec {
+    /// A read-only leaf tool in the core profile; adjust with the builder methods.
+    pub fn new(name: &str, title: &str, description: &str, input_schema: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.to_string(),
+            title: title.to_string(),
+            description: description.to_string(),
+            input_schema,
+            output_schema: None,
+            annotations: Annotations::READ,
+            effect: Effect::Read,
+            kind: Kind::Leaf,
+            profile: Profile::Core,
+            requires: Requirements::default(),
+            has_preview: true,
+            summarize: None,
+        }
+    }
+
+    /// Sets the effect and annotations together, since they must agree.
+    pub fn effect(mut self, effect: Effect, annotations: Annotations) -> Self {
+        self.effect = effect;
+        self.annotations = annotations;
+        self
+    }
+
+    /// Sets the kind.
+    pub fn kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets the profile.
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Sets the requirements.
+    pub fn requires(mut self, requires: Requirements) -> Self {
+        self.requires = requires;
+        self
+    }
+
+    /// Declares the output schema.
+    pub fn output(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// Declares that the tool has no preview: it acts when called.
+    pub fn without_preview(mut self) -> Self {
+        self.has_preview = false;
+        self
+    }
+
+    /// Sets the argument summarizer used in previews and prompts.
+    pub fn summary(mut self, f: Summarizer) -> Self {
+        self.summarize = Some(f);
+        self
+    }
+
+    /// Whether the tool is available given the config and how the caller reaches us.
+    pub fn availability(&self, config: &Config, transport: Transport) -> Availability {
+        if config.disabled_tools.iter().any(|t| t == &self.name) {
+            return Availability::Unavailable {
+                reason: UnavailableReason::DisabledByConfig,
+                detail: format!(
+                    "it is disabled in the config; enable it with `lmcp tool enable {}`",
+                    self.name
+                ),
+            };
+        }
+        if self.requires.terminal {
+            if !cfg!(any(unix, windows)) {
+                return Availability::Unavailable {
+                    reason: UnavailableReason::Platform,
+                    detail: "it needs to run programs, which this platform does not allow"
+                        .to_string(),
+                };
+            }
+            if config.modes.no_terminal {
+                return Availability::Unavailable {
+                    reason: UnavailableReason::NoTerminal,
+                    detail: "this host has no terminal access (no-terminal mode is on; turn it \
+                             off with `lmcp mode no-terminal off`)"
+                        .to_string(),
+                };
+            }
+        }
+        if self.requires.local_files && transport != Transport::Local {
+            return Availability::Unavailable {
+                reason: UnavailableReason::NeedsStdioTransport,
+                detail: "it reads local files, which only the local (stdio) transport allows"
+                    .to_string(),
+            };
+        }
+        Availability::Available
+    }
+}
+
+/// What a handler receives: validated arguments, the call's context, and the host for nested
+/// calls (which go back through the gate).
+pub struct Invocation {
+    /// Arguments, already validated against the input schema.
+    pub args: Value,
+    /// Origin, depth, cancellation, deadline, progress, confirmation mode.
+    pub ctx: CallContext,
+    /// The host, for tools that call other tools or read settings.
+    pub host: Arc<Host>,
+}
+
+/// The future a handler returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value>> + Send>>;
+
+/// A tool's implementation.
+pub type Handler = Arc<dyn Fn(Invocation) -> ToolFuture + Send + Sync>;
+
+/// Makes a [`Handler`] from an async closure.
+pub fn handler<F, Fut>(f: F) -> Handler
+where
+    F: Fn(Invocation) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value>> + Send + 'static,
+{
+    Arc::new(move |inv| Box::pin(f(inv)))
+}
+
+/// Makes a [`Handler`] from a quick synchronous function of the arguments.
+pub fn sync_handler<F>(f: F) -> Handler
+where
+    F: Fn(&Value) -> Result<Value> + Send + Sync + 'static,
+{
+    Arc::new(move |inv| {
+        let out = f(&inv.args);
+        Box::pin(std::future::ready(out))
+    })
+}
+
+/// A registered tool: its spec, its compiled input validator and its (private) handler.
+pub struct Tool {
+    spec: ToolSpec,
+    validator: jsonschema::Validator,
+    handler: Handler,
+}
+
+impl Tool {
+    /// The tool's description.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// The compiled input schema.
+    pub(crate) fn validator(&self) -> &jsonschema::Validator {
+        &self.validator
+    }
+
+    /// Runs the handler. Only the gate holds a [`Pass`], so only the gate can call this.
+    pub(crate) fn run(&self, invocation: Invocation, _pass: &Pass) -> ToolFuture {
+        (self.handler)(invocation)
+    }
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// All tools, by name. Cheap to read from many threads; tools can be added and removed at run
+/// time (custom tools, skills).
+#[derive(Default)]
+pub struct Registry {
+    tools: RwLock<BTreeMap<String, Arc<Tool>>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Adds a tool after checking its name and schemas. Fails if the name is taken.
+    pub fn register(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
+        let tool = Self::build(spec, handler)?;
+        let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        if tools.contains_key(&tool.spec.name) {
+            return Err(Error::Definition {
+                tool: tool.spec.name.clone(),
+                message: "a tool with this name is already registered".to_string(),
+            });
+        }
+        tools.insert(tool.spec.name.clone(), Arc::new(tool));
+        Ok(())
+    }
+
+    /// Removes a tool; returns whether it was there.
+    pub fn unregister(&self, name: &str) -> bool {
+        self.tools
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name)
+            .is_some()
+    }
+
+    fn build(spec: ToolSpec, handler: Handler) -> Result<Tool> {
+        check_name(&spec.name)?;
+        let bad = |message: String| Error::Definition {
+            tool: spec.name.clone(),
+            message,
+        };
+        if spec.description.trim().is_empty() {
+            return Err(bad("the description is empty".into()));
+        }
+        if spec.input_schema.get("type") != Some(&Value::String("object".into())) {
+            return Err(bad(
+                "the input schema must be an object schema (`\"type\": \"object\"`)".into(),
+            ));
+        }
+        for (which, schema) in [
+            ("input", Some(&spec.input_schema)),
+            ("output", spec.output_schema.as_ref()),
+        ] {
+            if let Some(schema) = schema {
+                jsonschema::meta::validate(schema).map_err(|e| {
+                    bad(format!("the {which} schema is not valid JSON Schema: {e}"))
+                })?;
+            }
+        }
+        if spec.annotations.read_only_hint != (spec.effect == Effect::Read) {
+            return Err(bad(
+                "readOnlyHint must be true exactly when the effect is read".into(),
+            ));
+        }
+        let validator = jsonschema::validator_for(&spec.input_schema)
+            .map_err(|e| bad(format!("the input schema does not compile: {e}")))?;
+        Ok(Tool {
+            spec,
+            validator,
+            handler,
+        })
+    }
+
+    /// The tool of that name.
+    pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Every tool, sorted by name.
+    pub fn all(&self) -> Vec<Arc<Tool>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Up to three registered names closest to `name`, best first, for "did you mean".
+    pub fn closest(&self, name: &str) -> Vec<String> {
+        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+        let mut scored: Vec<(f64, &String)> = tools
+            .keys()
+            .map(|k| {
+                let mut s = strsim::jaro_winkler(name, k);
+                if !name.is_empty() && (k.contains(name) || name.contains(k.as_str())) {
+                    s = s.max(0.9);
+                }
+                (s, k)
+            })
+            .filter(|(s, _)| *s >= 0.75)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        scored.into_iter().take(3).map(|(_, k)| k.clone()).collect()
+    }
+}
+
+/// Tool names are snake_case ASCII: a lowercase letter, then lowercase letters, digits and `_`,
+/// at most 64 characters (MCP clients cap names near there).
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Definition {
+            tool: name.to_string(),
+            message: "names are snake_case: a lowercase letter, then lowercase letters, digits \
+                      or `_`, at most 64 characters"
+                .to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec::new(name, "T", "does t", json!({"type": "object"}))
+    }
+
+    fn noop() -> Handler {
+        sync_handler(|_| Ok(Value::Null))
+    }
+
+    #[test]
+    fn names_must_be_snake_case() {
+        for bad in ["", "Calc", "1x", "a-b", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        check_name("user_word_count2").unwrap();
+    }
+
+    #[test]
+    fn register_refuses_duplicates_and_bad_schemas() {
+        let r = Registry::new();
+        r.register(spec("a"), noop()).unwrap();
+        assert!(r.register(spec("a"), noop()).is_err());
+        let mut s = spec("b");
+        s.input_schema = json!({"type": "string"});
+        assert!(r.register(s, noop()).is_err());
+        let mut s = spec("c");
+        s.input_schema = json!({"type": "object", "properties": {"x": {"type": 5}}});
+        let err = r.register(s, noop()).unwrap_err().to_string();
+        assert!(err.contains("not valid JSON Schema"), "{err}");
+        let s = spec("d").effect(Effect::Write, Annotations::READ);
+        assert!(r.register(s, noop()).is_err());
+    }
+
+    #[test]
+    fn closest_names_suggest_typos() {
+        let r = Registry::new();
+        for n in ["calculate", "read_file", "write_file", "list_dir"] {
+            r.register(spec(n), noop()).unwrap();
+        }
+        assert_eq!(r.closest("calculat"), vec!["calculate"]);
+        assert_eq!(
+            r.closest("read_fil").first().map(String::as_str),
+            Some("read_file")
+        );
+        assert!(r.closest("zzzz").is_empty());
+    }
+
+    #[test]
+    fn profiles_nest() {
+        assert!(Profile::Full.includes(Profile::Core));
+        assert!(!Profile::Core.includes(Profile::Full));
+    }
+
+    #[test]
+    fn availability_reasons() {
+        let mut config = Config::default();
+        let s = spec("run").requires(Requirements {
+            terminal: true,
+            local_files: true,
+        });
+        assert!(s.availability(&config, Transport::Local).is_available());
+        let a = s.availability(&config, Transport::Remote);
+        assert!(matches!(
+            a,
+            Availability::Unavailable {
+                reason: UnavailableReason::NeedsStdioTransport,
+                ..
+            }
+        ));
+        config.modes.no_terminal = true;
+        let a = s.availability(&config, Transport::Local);
+        assert!(matches!(
+            a,
+            Availability::Unavailable {
+                reason: UnavailableReason::NoTerminal,
+                ..
+            }
+        ));
+        config.disabled_tools.push("run".into());
+        let a = s.availability(&config, Transport::Local);
+        assert!(matches!(
+            a,
+            Availability::Unavailable {
+                reason: UnavailableReason::DisabledByConfig,
+                ..
+            }
+        ));
+    }
+}

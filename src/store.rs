@@ -1,0 +1,245 @@
+//! Where lmcp keeps its files, and the only safe ways to write them.
+//!
+//! This is the one module that touches the `directories` crate. [`Paths`] comes from the platform
+//! conventions (`~/.config/lmcp`, `~/.local/share/lmcp` on Linux) unless `LMCP_HOME` names an
+//! absolute directory, which then holds everything (`config/` and `data/` inside it); tests always
+//! set it to a temporary directory.
+//!
+//! Writes are atomic: [`atomic_write`] writes a temporary file in the same directory, fsyncs it,
+//! renames it over the target and fsyncs the directory, so a reader sees the old file or the new
+//! one, never half of either. Read-modify-write cycles hold a [`FileLock`] (an advisory OS lock on
+//! a `.lock` file beside the target) so two `lmcp` processes never lose each other's changes.
+//! Files that do not parse are reported with their path by [`read_json`] and never silently
+//! replaced: the caller decides, and [`quarantine`] moves a corrupt file aside before it is
+//! rewritten so nothing is lost.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+
+/// The directories lmcp uses. Build it once with [`Paths::discover`] and pass it around.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// Holds `config.json` (grants, modes, roots).
+    pub config_dir: PathBuf,
+    /// Holds history, libraries of programs and the default workspace.
+    pub data_dir: PathBuf,
+}
+
+/// The environment variable that relocates every lmcp file under one directory.
+pub const HOME_VAR: &str = "LMCP_HOME";
+
+impl Paths {
+    /// Finds the directories: `LMCP_HOME` if set (it must be absolute), else the platform's.
+    pub fn discover() -> Result<Paths> {
+        match std::env::var_os(HOME_VAR) {
+            Some(home) if !home.is_empty() => {
+                let home = PathBuf::from(home);
+                if !home.is_absolute() {
+                    return Err(Error::Usage(format!(
+                        "{HOME_VAR} must be an absolute path, got `{}`",
+                        home.display()
+                    )));
+                }
+                Ok(Paths::under(&home))
+            }
+            _ => {
+                let dirs = directories::ProjectDirs::from("", "", "lmcp").ok_or_else(|| {
+                    Error::Usage(format!(
+                        "cannot find a home directory for lmcp's files; set {HOME_VAR} to an absolute path"
+                    ))
+                })?;
+                Ok(Paths {
+                    config_dir: dirs.config_dir().to_path_buf(),
+                    data_dir: dirs.data_dir().to_path_buf(),
+                })
+            }
+        }
+    }
+
+    /// Every lmcp directory under one root, as `LMCP_HOME` lays them out.
+    pub fn under(home: &Path) -> Paths {
+        Paths {
+            config_dir: home.join("config"),
+            data_dir: home.join("data"),
+        }
+    }
+
+    /// The config file: grants, modes, roots, disabled tools.
+    pub fn config_file(&self) -> PathBuf {
+        self.config_dir.join("config.json")
+    }
+
+    /// The call history ring (JSON lines).
+    pub fn history_file(&self) -> PathBuf {
+        self.data_dir.join("history.jsonl")
+    }
+
+    /// The default root for the file tools and the working folder of `run_command`.
+    pub fn workspace_dir(&self) -> PathBuf {
+        self.data_dir.join("workspace")
+    }
+}
+
+/// Creates a directory and its parents, naming the path on failure.
+pub fn ensure_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// Writes `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    ensure_dir(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
+    let result = (|| {
+        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        drop(f);
+        fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        // The rename is durable only once the directory entry is on disk.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serializes `value` as pretty JSON (with a final newline) and writes it atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    text.push(b'\n');
+    atomic_write(path, &text)
+}
+
+/// Reads a JSON file. `Ok(None)` when it does not exist; [`Error::Corrupt`] (with the path, line
+/// and column) when it does not parse; [`Error::Io`] when it cannot be read.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::Corrupt {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// Moves a corrupt file aside (`NAME.corrupt-UNIXTIME`) so a rewrite never destroys it.
+/// Returns where it went.
+pub fn quarantine(path: &Path) -> Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let aside = path.with_file_name(format!("{name}.corrupt-{stamp}"));
+    fs::rename(path, &aside).map_err(|e| Error::io(path, e))?;
+    Ok(aside)
+}
+
+/// An exclusive advisory lock on `TARGET.lock`, held until dropped. Every read-modify-write of a
+/// shared file takes one, so concurrent `lmcp` processes serialize instead of losing updates.
+#[derive(Debug)]
+pub struct FileLock {
+    file: File,
+}
+
+impl FileLock {
+    /// Blocks until the lock guarding `target` is ours.
+    pub fn acquire(target: &Path) -> Result<FileLock> {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let lock_path = target.with_file_name(format!(".{name}.lock"));
+        if let Some(dir) = lock_path.parent() {
+            ensure_dir(dir)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        file.lock().map_err(|e| Error::io(&lock_path, e))?;
+        Ok(FileLock { file })
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
+}
+
+/// A process-local counter so temp names never collide between threads.
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_file_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/a.json");
+        atomic_write(&p, b"one").unwrap();
+        atomic_write(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["a.json"]);
+    }
+
+    #[test]
+    fn read_json_reports_corrupt_file_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        assert!(read_json::<serde_json::Value>(&p).unwrap().is_none());
+        fs::write(&p, "{ nope").unwrap();
+        let err = read_json::<serde_json::Value>(&p).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }));
+        assert!(err.to_string().contains("c.json"), "{err}");
+        let aside = quarantine(&p).unwrap();
+        assert!(!p.exists() && aside.exists());
+    }
+
+    #[test]
+    fn lmcp_home_lays_out_config_and_data() {
+        let p = Paths::under(Path::new("/x"));
+        assert_eq!(p.config_file(), Path::new("/x/config/config.json"));
+        assert_eq!(p.history_file(), Path::new("/x/data/history.jsonl"));
+    }
+}

@@ -1,0 +1,27 @@
+//! The built-in leaf tools, one file per family.
+//!
+//! | file          | tools                                   | effect        |
+//! |---------------|-----------------------------------------|---------------|
+//! | `datetime.rs` | `get_datetime`                          | read          |
+//! | `calculate.rs`| `calculate`                             | read          |
+//! | `files.rs`    | `read_file`, `write_file`, `list_dir`   | read / write  |
+//! | `command.rs`  | `run_command`                           | write (destructive, full profile) |
+
+pub mod calculate;
+pub mod command;
+pub mod datetime;
+pub mod files;
+
+use crate::error::Result;
+use crate::registry::Registry;
+
+/// Registers every built-in tool.
+pub fn register_builtins(registry: &Registry) -> Result<()> {
+    registry.register(datetime::spec(), datetime::handler())?;
+    registry.register(calculate::spec(), calculate::handler())?;
+    registry.register(files::read_spec(), files::read_handler())?;
+    registry.register(files::write_spec(), files::write_handler())?;
+    registry.register(files::list_spec(), files::list_handler())?;
+    registry.register(command::spec(), command::handler_fn())?;
+    Ok(())
+}
