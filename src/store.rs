@@ -163,38 +163,91 @@ pub fn quarantine(path: &Path) -> Result<PathBuf> {
     Ok(aside)
 }
 
-/// An exclusive advisory lock on `TARGET.lock`, held until dropped. Every read-modify-write of a
-/// shared file takes one, so concurrent `lmcp` processes serialize instead of losing updates.
-#[derive(Debug)]
-pub struct FileLock {
-    file: File,
+/// The lock file guarding `target`: `.NAME.lock` beside it.
+fn lock_path(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!(".{name}.lock"))
 }
 
-impl FileLock {
-    /// Blocks until the lock guarding `target` is ours.
-    pub fn acquire(target: &Path) -> Result<FileLock> {
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let lock_path = target.with_file_name(format!(".{name}.lock"));
-        if let Some(dir) = lock_path.parent() {
+/// An open lock file that can be locked many times; for writers that lock on every write (the
+/// history ring) and should not reopen the file each time.
+#[derive(Debug)]
+pub struct LockFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl LockFile {
+    /// Opens (creating if needed) the lock file guarding `target`.
+    pub fn open(target: &Path) -> Result<LockFile> {
+        let path = lock_path(target);
+        if let Some(dir) = path.parent() {
             ensure_dir(dir)?;
         }
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        file.lock().map_err(|e| Error::io(&lock_path, e))?;
-        Ok(FileLock { file })
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(LockFile { file, path })
+    }
+
+    /// Blocks until the lock is ours; it is released when the guard drops.
+    pub fn lock(&self) -> Result<LockGuard<'_>> {
+        self.file.lock().map_err(|e| Error::io(&self.path, e))?;
+        Ok(LockGuard { file: &self.file })
+    }
+}
+
+/// A held lock on a [`LockFile`].
+#[derive(Debug)]
+pub struct LockGuard<'a> {
+    file: &'a File,
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
+}
+
+/// An exclusive advisory lock on `.TARGET.lock`, held until dropped. Every read-modify-write of a
+/// shared file takes one, so concurrent `lmcp` processes serialize instead of losing updates.
+#[derive(Debug)]
+pub struct FileLock {
+    lock: LockFile,
+}
+
+impl FileLock {
+    /// Blocks until the lock guarding `target` is ours.
+    pub fn acquire(target: &Path) -> Result<FileLock> {
+        let lock = LockFile::open(target)?;
+        lock.file.lock().map_err(|e| Error::io(&lock.path, e))?;
+        Ok(FileLock { lock })
     }
 }
 
 impl Drop for FileLock {
     fn drop(&mut self) {
-        let _ = self.file.unlock();
+        let _ = self.lock.file.unlock();
+    }
+}
+
+/// Whether two metadata describe the same file (so a held handle still names the path's file).
+pub fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        false
     }
 }
 

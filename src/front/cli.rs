@@ -662,7 +662,9 @@ fn roots(host: &Arc<Host>, action: RootsCommand, json: bool) -> Result<u8> {
             });
         }
         RootsCommand::Add { dir } => {
-            let real = std::fs::canonicalize(&dir).map_err(|e| Error::io(&dir, e))?;
+            let real = std::fs::canonicalize(&dir).map_err(|e| {
+                Error::Usage(format!("cannot add {} as a root: {e}", dir.display()))
+            })?;
             if !real.is_dir() {
                 return Err(Error::Usage(format!("{} is not a folder", dir.display())));
             }

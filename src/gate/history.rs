@@ -9,15 +9,16 @@
 //! atomic rewrite. A line that does not parse (a torn write after a crash) is skipped and counted,
 //! never fatal.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::store::{self, FileLock};
+use crate::store::{self, LockFile};
 
 /// One argument's shape: its name (if declared), JSON type and size bucket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,10 +52,19 @@ pub struct HistoryEntry {
 }
 
 /// The persisted ring of recent calls.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct History {
     path: PathBuf,
     capacity: usize,
+    /// The lock file and the append handle, opened on first use and kept: reopening both on
+    /// every call cost more than the rest of the gate.
+    open: Mutex<Option<OpenFiles>>,
+}
+
+#[derive(Debug)]
+struct OpenFiles {
+    lock: LockFile,
+    file: File,
 }
 
 /// What reading the history found.
@@ -72,6 +82,7 @@ impl History {
         History {
             path,
             capacity: capacity.max(1),
+            open: Mutex::new(None),
         }
     }
 
@@ -82,22 +93,45 @@ impl History {
             message: e.to_string(),
         })?;
         line.push(b'\n');
-        let _lock = FileLock::acquire(&self.path)?;
-        if let Some(dir) = self.path.parent() {
-            store::ensure_dir(dir)?;
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.is_none() {
+            if let Some(dir) = self.path.parent() {
+                store::ensure_dir(dir)?;
+            }
+            *open = Some(OpenFiles {
+                lock: LockFile::open(&self.path)?,
+                file: self.open_append()?,
+            });
         }
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
+        let files = open.as_mut().expect("opened above");
+        let _guard = files.lock.lock()?;
+        // Another process may have compacted (replaced) the file since we opened it.
+        let current = fs::metadata(&self.path).ok();
+        let held = files
+            .file
+            .metadata()
             .map_err(|e| Error::io(&self.path, e))?;
-        f.write_all(&line).map_err(|e| Error::io(&self.path, e))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if !current.is_some_and(|c| store::same_file(&c, &held)) {
+            files.file = self.open_append()?;
+        }
+        files
+            .file
+            .write_all(&line)
+            .map_err(|e| Error::io(&self.path, e))?;
+        let len = files.file.metadata().map(|m| m.len()).unwrap_or(0);
         // Entries are ~150-400 bytes; compaction by size avoids counting lines on every call.
         if len > (self.capacity as u64) * 2 * 300 {
             self.compact_locked()?;
         }
         Ok(())
+    }
+
+    fn open_append(&self) -> Result<File> {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| Error::io(&self.path, e))
     }
 
     fn compact_locked(&self) -> Result<()> {

@@ -1,0 +1,386 @@
+//! The command line, end to end: every subcommand and every exit code, in a temporary home.
+
+mod common;
+
+use common::{json_out, lmcp, lmcp_with_stdin};
+use serde_json::json;
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+#[test]
+fn tools_lists_for_people_and_as_json() {
+    let home = tempfile::tempdir().unwrap();
+    let out = lmcp(home.path(), &["tools"]);
+    assert_eq!(code(&out), 0);
+    let t = text(&out);
+    assert!(
+        t.starts_with("NAME") && t.contains("calculate") && t.contains("write (destructive)"),
+        "{t}"
+    );
+    let all = json_out(&lmcp(home.path(), &["tools", "--json"]));
+    assert!(
+        all.as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "run_command")
+    );
+    let core = json_out(&lmcp(
+        home.path(),
+        &["tools", "--profile", "core", "--json"],
+    ));
+    assert!(
+        !core
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "run_command")
+    );
+    assert_eq!(core[0]["availability"]["status"], "available");
+}
+
+#[test]
+fn tool_show_enable_disable() {
+    let home = tempfile::tempdir().unwrap();
+    let out = lmcp(home.path(), &["tool", "show", "calculate"]);
+    assert_eq!(code(&out), 0);
+    let t = text(&out);
+    assert!(
+        t.contains("input schema:")
+            && t.contains("\"expression\"")
+            && t.contains("kind          leaf"),
+        "{t}"
+    );
+    let v = json_out(&lmcp(
+        home.path(),
+        &["tool", "show", "write_file", "--json"],
+    ));
+    assert_eq!(v["annotations"]["destructiveHint"], true);
+    assert_eq!(v["grant"], "ask");
+    let out = lmcp(home.path(), &["tool", "show", "calculat"]);
+    assert_eq!(code(&out), 2);
+    assert!(text(&out).contains("did you mean `calculate`"));
+
+    assert_eq!(
+        code(&lmcp(home.path(), &["tool", "disable", "calculate"])),
+        0
+    );
+    let v = json_out(&lmcp(home.path(), &["tool", "show", "calculate", "--json"]));
+    assert_eq!(v["availability"]["reason"], "disabled_by_config");
+    let out = lmcp(
+        home.path(),
+        &["call", "calculate", r#"{"expression": "1"}"#],
+    );
+    assert_eq!(code(&out), 3, "{}", text(&out));
+    assert!(text(&out).contains("lmcp tool enable calculate"));
+    assert_eq!(
+        code(&lmcp(home.path(), &["tool", "enable", "calculate"])),
+        0
+    );
+    assert_eq!(
+        code(&lmcp(
+            home.path(),
+            &["call", "calculate", r#"{"expression": "1"}"#]
+        )),
+        0
+    );
+}
+
+#[test]
+fn call_exit_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let out = lmcp(
+        h,
+        &["call", "calculate", r#"{"expression": "(1 + 2) * 3 ^ 2"}"#],
+    );
+    assert_eq!(code(&out), 0);
+    assert!(text(&out).contains("\"value\": 27"), "{}", text(&out));
+    let v = json_out(&lmcp(
+        h,
+        &["call", "calculate", r#"{"expression": "2*21"}"#, "--json"],
+    ));
+    assert_eq!(
+        v,
+        json!({"outcome": "done", "result": {"expression": "2*21", "value": 42}})
+    );
+
+    // 1: the tool failed
+    let out = lmcp(h, &["call", "calculate", r#"{"expression": "1/0"}"#]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        text(&out).contains("division by zero at position 2"),
+        "{}",
+        text(&out)
+    );
+    // 2: bad usage, bad JSON, invalid arguments, unknown tool
+    assert_eq!(code(&lmcp(h, &["call"])), 2);
+    assert_eq!(code(&lmcp(h, &["frobnicate"])), 2);
+    let out = lmcp(h, &["call", "calculate", "{oops"]);
+    assert_eq!(code(&out), 2);
+    assert!(text(&out).contains("not valid JSON"));
+    let out = lmcp(h, &["call", "calculate", r#"{"expression": 3}"#, "--json"]);
+    assert_eq!(code(&out), 2);
+    let v = json_out(&out);
+    assert_eq!(v["error"]["class"], "invalid_args");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at /expression")
+    );
+    assert_eq!(code(&lmcp(h, &["call", "nope_tool"])), 2);
+    // 3: needs confirmation (destructive, no TTY, no --yes), then confirmed with --yes
+    let args = r#"{"path": "notes.txt", "content": "hello"}"#;
+    let out = lmcp(h, &["call", "write_file", args]);
+    assert_eq!(code(&out), 3);
+    assert!(text(&out).contains("--yes"));
+    assert!(!h.join("data/workspace/notes.txt").exists());
+    assert_eq!(code(&lmcp(h, &["call", "write_file", args, "--yes"])), 0);
+    assert_eq!(
+        std::fs::read_to_string(h.join("data/workspace/notes.txt")).unwrap(),
+        "hello"
+    );
+    // refusing to clobber is a tool failure that says how to proceed
+    let out = lmcp(h, &["call", "write_file", args, "--yes"]);
+    assert_eq!(code(&out), 1);
+    assert!(text(&out).contains("overwrite"));
+}
+
+#[test]
+fn call_reads_args_from_stdin_and_files() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let out = lmcp_with_stdin(
+        h,
+        &["call", "calculate", "-", "--json"],
+        Some(r#"{"expression": "6*7"}"#),
+    );
+    assert_eq!(json_out(&out)["result"]["value"], 42);
+    let f = h.join("args.json");
+    std::fs::write(&f, r#"{"expression": "max(1, 9)"}"#).unwrap();
+    let at = format!("@{}", f.display());
+    let out = lmcp(h, &["call", "calculate", &at, "--json"]);
+    assert_eq!(json_out(&out)["result"]["value"], 9);
+}
+
+#[test]
+fn call_timeout_is_a_failure() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let args = r#"{"program": "sleep", "args": ["5"]}"#;
+    let out = lmcp(
+        h,
+        &[
+            "call",
+            "run_command",
+            args,
+            "--yes",
+            "--timeout",
+            "0.2",
+            "--json",
+        ],
+    );
+    assert_eq!(code(&out), 1);
+    assert_eq!(json_out(&out)["error"]["class"], "timeout");
+}
+
+#[test]
+fn grants_change_what_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let args = r#"{"path": "a.txt", "content": "x"}"#;
+    assert_eq!(code(&lmcp(h, &["grants", "allow", "write_file"])), 0);
+    assert_eq!(code(&lmcp(h, &["call", "write_file", args])), 0);
+    assert_eq!(code(&lmcp(h, &["grants", "deny", "read"])), 0);
+    let out = lmcp(h, &["call", "calculate", r#"{"expression": "1"}"#]);
+    assert_eq!(code(&out), 3);
+    assert!(
+        text(&out).contains("grant for read tools is deny"),
+        "{}",
+        text(&out)
+    );
+    let v = json_out(&lmcp(h, &["grants", "--json"]));
+    assert_eq!(v["rules"], json!({"read": "deny", "write_file": "allow"}));
+    let calc = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool"] == "calculate")
+        .unwrap()
+        .clone();
+    assert_eq!(calc["grant"], "deny");
+    let out = lmcp(h, &["grants", "list"]);
+    assert!(text(&out).contains("read: deny"));
+    assert_eq!(code(&lmcp(h, &["grants", "reset", "read"])), 0);
+    assert_eq!(
+        code(&lmcp(h, &["call", "calculate", r#"{"expression": "1"}"#])),
+        0
+    );
+    let out = lmcp(h, &["grants", "reset", "read"]);
+    assert_eq!(code(&out), 2);
+    let out = lmcp(h, &["grants", "allow", "writ_file"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        text(&out).contains("did you mean `write_file`"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(code(&lmcp(h, &["grants", "maybe", "x"])), 2);
+    assert_eq!(code(&lmcp(h, &["grants", "reset"])), 0);
+    assert_eq!(
+        json_out(&lmcp(h, &["grants", "--json"]))["rules"],
+        json!({})
+    );
+}
+
+#[test]
+fn modes_persist_and_apply() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let v = json_out(&lmcp(h, &["mode", "--json"]));
+    assert_eq!(
+        v,
+        json!({"private": false, "read-only": false, "no-terminal": false})
+    );
+    assert_eq!(code(&lmcp(h, &["mode", "read-only", "on"])), 0);
+    let out = lmcp(
+        h,
+        &[
+            "call",
+            "write_file",
+            r#"{"path": "a", "content": ""}"#,
+            "--yes",
+        ],
+    );
+    assert_eq!(code(&out), 3);
+    assert!(text(&out).contains("read-only mode is on"));
+    assert_eq!(code(&lmcp(h, &["mode", "read-only", "off"])), 0);
+    assert!(text(&lmcp(h, &["mode", "read-only"])).contains("read-only: off"));
+
+    assert_eq!(code(&lmcp(h, &["mode", "private", "on"])), 0);
+    let before = json_out(&lmcp(h, &["history", "--json"]))
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(
+        code(&lmcp(h, &["call", "calculate", r#"{"expression": "1"}"#])),
+        0
+    );
+    let after = json_out(&lmcp(h, &["history", "--json"]))
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(before, after, "private mode must write no history");
+    assert_eq!(code(&lmcp(h, &["mode", "private", "off"])), 0);
+    assert_eq!(
+        code(&lmcp(h, &["call", "calculate", r#"{"expression": "1"}"#])),
+        0
+    );
+    let hist = json_out(&lmcp(h, &["history", "--json"]));
+    assert_eq!(hist.as_array().unwrap().len(), before + 1);
+    assert_eq!(hist[before]["tool"], "calculate");
+
+    assert_eq!(code(&lmcp(h, &["mode", "no-terminal", "on"])), 0);
+    let out = lmcp(
+        h,
+        &["call", "run_command", r#"{"program": "true"}"#, "--yes"],
+    );
+    assert_eq!(code(&out), 3);
+    assert_eq!(code(&lmcp(h, &["mode", "bogus", "on"])), 2);
+}
+
+#[test]
+fn roots_confine_the_file_tools() {
+    let home = tempfile::tempdir().unwrap();
+    let extra = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::write(extra.path().join("in.txt"), "outside text").unwrap();
+    let args = format!(r#"{{"path": "{}"}}"#, extra.path().join("in.txt").display());
+    let out = lmcp(h, &["call", "read_file", &args]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        text(&out).contains("outside the allowed roots"),
+        "{}",
+        text(&out)
+    );
+    let out = lmcp(
+        h,
+        &["call", "read_file", r#"{"path": "../config/config.json"}"#],
+    );
+    assert_eq!(code(&out), 1);
+
+    let dir = extra.path().to_str().unwrap();
+    assert_eq!(code(&lmcp(h, &["roots", "add", dir])), 0);
+    let roots = json_out(&lmcp(h, &["roots", "--json"]));
+    assert_eq!(roots.as_array().unwrap().len(), 2);
+    let out = lmcp(h, &["call", "read_file", &args, "--json"]);
+    assert_eq!(json_out(&out)["result"]["content"], "outside text");
+    assert_eq!(code(&lmcp(h, &["roots", "remove", dir])), 0);
+    assert_eq!(code(&lmcp(h, &["call", "read_file", &args])), 1);
+    assert_eq!(code(&lmcp(h, &["roots", "remove", dir])), 2);
+    assert_eq!(code(&lmcp(h, &["roots", "add", "/no/such/dir"])), 2);
+}
+
+#[test]
+fn paths_follow_lmcp_home() {
+    let home = tempfile::tempdir().unwrap();
+    let v = json_out(&lmcp(home.path(), &["paths", "--json"]));
+    let config_dir = home.path().join("config");
+    assert_eq!(v["config_dir"], config_dir.display().to_string());
+    assert!(text(&lmcp(home.path(), &["paths"])).contains("workspace"));
+    let out = std::process::Command::new(common::bin())
+        .args(["paths"])
+        .env("LMCP_HOME", "relative/dir")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("absolute"));
+}
+
+#[test]
+fn a_corrupt_config_is_reported_and_not_fatal() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join("config")).unwrap();
+    std::fs::write(h.join("config/config.json"), "{ not json").unwrap();
+    let out = lmcp(h, &["call", "calculate", r#"{"expression": "1+1"}"#]);
+    assert_eq!(code(&out), 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning:") && err.contains("config.json is corrupt"),
+        "{err}"
+    );
+    // The broken file is left alone by reads...
+    assert_eq!(
+        std::fs::read_to_string(h.join("config/config.json")).unwrap(),
+        "{ not json"
+    );
+    // ...and kept aside, not destroyed, by the next change.
+    let out = lmcp(h, &["grants", "allow", "send"]);
+    assert_eq!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("moved it to"));
+    let kept = std::fs::read_dir(h.join("config"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().contains("corrupt-"));
+    assert!(kept);
+}
+
+#[test]
+fn help_and_version() {
+    let home = tempfile::tempdir().unwrap();
+    let out = lmcp(home.path(), &["--help"]);
+    assert_eq!(code(&out), 0);
+    assert!(text(&out).contains("call") && text(&out).contains("grants"));
+    assert_eq!(code(&lmcp(home.path(), &["--version"])), 0);
+}

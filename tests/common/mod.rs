@@ -1,0 +1,195 @@
+//! Shared helpers for the integration tests: a host in a temporary `LMCP_HOME`, probe tools
+//! that record whether their handler was entered, and a runner for the `lmcp` binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lmcp::Host;
+use lmcp::registry::{Annotations, Effect, ToolSpec, handler, sync_handler};
+use lmcp::store::Paths;
+use serde_json::{Value, json};
+
+/// A host whose files live in a temporary directory, removed on drop.
+pub struct TestHost {
+    pub dir: tempfile::TempDir,
+    pub host: Arc<Host>,
+    /// How many times each probe's handler was entered, by probe name.
+    pub entered: Arc<Probes>,
+}
+
+/// Counters of handler entries.
+#[derive(Default)]
+pub struct Probes {
+    counts: std::sync::Mutex<std::collections::BTreeMap<String, Arc<AtomicUsize>>>,
+}
+
+impl Probes {
+    fn counter(&self, name: &str) -> Arc<AtomicUsize> {
+        self.counts
+            .lock()
+            .unwrap()
+            .entry(name.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// How many times the named probe's handler ran.
+    pub fn count(&self, name: &str) -> usize {
+        self.counter(name).load(Ordering::SeqCst)
+    }
+}
+
+fn annotations(effect: Effect, destructive: bool) -> Annotations {
+    Annotations {
+        read_only_hint: effect == Effect::Read,
+        destructive_hint: destructive,
+        idempotent_hint: false,
+        open_world_hint: effect == Effect::Send,
+    }
+}
+
+impl TestHost {
+    /// A host with the built-ins and the probe tools registered.
+    pub fn new() -> TestHost {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::open(Paths::under(dir.path())).unwrap();
+        let entered = Arc::new(Probes::default());
+        let schema = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 0}, "text": {"type": "string"}},
+            "additionalProperties": false
+        });
+        for (name, effect, destructive) in [
+            ("probe_read", Effect::Read, false),
+            ("probe_write", Effect::Write, false),
+            ("probe_send", Effect::Send, false),
+            ("probe_destructive", Effect::Write, true),
+        ] {
+            let counter = entered.counter(name);
+            let spec = ToolSpec::new(name, name, "a probe", schema.clone())
+                .effect(effect, annotations(effect, destructive));
+            host.registry()
+                .register(
+                    spec,
+                    sync_handler(move |args| {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        Ok(json!({"echo": args}))
+                    }),
+                )
+                .unwrap();
+        }
+        let counter = entered.counter("probe_nopreview");
+        let spec = ToolSpec::new(
+            "probe_nopreview",
+            "p",
+            "a probe without preview",
+            schema.clone(),
+        )
+        .effect(Effect::Send, annotations(Effect::Send, false))
+        .without_preview();
+        host.registry()
+            .register(
+                spec,
+                sync_handler(move |_| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok(json!("sent"))
+                }),
+            )
+            .unwrap();
+        let counter = entered.counter("probe_slow");
+        let spec = ToolSpec::new(
+            "probe_slow",
+            "p",
+            "sleeps for n milliseconds",
+            schema.clone(),
+        );
+        host.registry()
+            .register(
+                spec,
+                handler(move |inv| {
+                    let counter = counter.clone();
+                    async move {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        let ms = inv.args["n"].as_u64().unwrap_or(10_000);
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                        Ok(json!("slept"))
+                    }
+                }),
+            )
+            .unwrap();
+        // Calls itself through the gate, n more times: nesting depth grows by one per call.
+        let spec = ToolSpec::new("probe_nest", "p", "calls itself n levels deep", schema);
+        host.registry()
+            .register(
+                spec,
+                handler(|inv| async move {
+                    let n = inv.args["n"].as_u64().unwrap_or(0);
+                    if n == 0 {
+                        return Ok(json!(inv.ctx.depth()));
+                    }
+                    let req =
+                        lmcp::CallRequest::new("probe_nest", json!({"n": n - 1}), inv.ctx.child());
+                    inv.host.call(req).await.into_result()
+                }),
+            )
+            .unwrap();
+        TestHost { dir, host, entered }
+    }
+
+    /// The temporary `LMCP_HOME`.
+    pub fn home(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Runs the `lmcp` binary with `LMCP_HOME=home` and no stdin.
+pub fn lmcp(home: &Path, args: &[&str]) -> Output {
+    lmcp_with_stdin(home, args, None)
+}
+
+/// Runs the `lmcp` binary with `LMCP_HOME=home`, feeding `stdin` if given.
+pub fn lmcp_with_stdin(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .env("LMCP_HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(if stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        });
+    let mut child = cmd.spawn().expect("run lmcp");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The path of the `lmcp` binary cargo built for these tests.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_lmcp"))
+}
+
+/// stdout as one JSON value (for `--json` output).
+pub fn json_out(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON value ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
