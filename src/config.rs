@@ -75,6 +75,12 @@ pub struct Limits {
     pub max_depth: u32,
     /// How many history entries are kept.
     pub history_size: usize,
+    /// Memory a Lua script may use, in MiB.
+    pub lua_memory_mb: u32,
+    /// How long `lmcp run` lets a script run when neither `--timeout` nor its header says.
+    pub lua_timeout_secs: u32,
+    /// Captured output a script run may keep, in KiB (MCP and programs run as tools).
+    pub lua_output_kb: u32,
 }
 
 impl Default for Limits {
@@ -82,6 +88,19 @@ impl Default for Limits {
         Limits {
             max_depth: 16,
             history_size: 200,
+            lua_memory_mb: 64,
+            lua_timeout_secs: 30,
+            lua_output_kb: 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// The script limits these settings give.
+    pub fn script(&self) -> crate::script::ScriptLimits {
+        crate::script::ScriptLimits {
+            memory: (self.lua_memory_mb.max(1) as usize) << 20,
+            output: (self.lua_output_kb.max(1) as usize) << 10,
         }
     }
 }

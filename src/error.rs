@@ -107,6 +107,14 @@ pub enum Error {
     /// The command line or a request was malformed.
     #[error("{0}")]
     Usage(String),
+
+    /// A program's header (its leading `---@` comments) is malformed.
+    #[error("bad program header at line {line}: {message}")]
+    Header { line: usize, message: String },
+
+    /// A Lua script failed: a syntax error, or an error it raised and did not catch.
+    #[error("{message}")]
+    Script { message: String },
 }
 
 impl Error {
@@ -127,6 +135,8 @@ impl Error {
             Error::Corrupt { .. } => "corrupt",
             Error::Definition { .. } => "definition",
             Error::Usage(_) => "usage",
+            Error::Header { .. } => "header",
+            Error::Script { .. } => "script_error",
         }
     }
 
@@ -137,6 +147,7 @@ impl Error {
             Error::UnknownTool { .. }
             | Error::InvalidArgs { .. }
             | Error::Usage(_)
+            | Error::Header { .. }
             | Error::Definition { .. } => 2,
             Error::Denied { .. } | Error::NeedsConfirmation { .. } | Error::Unavailable { .. } => 3,
             _ => 1,

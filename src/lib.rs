@@ -11,6 +11,8 @@
 //! | [`registry`] | `ToolSpec` (schema, effect, kind, profile, annotations, availability)    |
 //! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
 //! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
+//! | [`script`]   | the Lua engine: sandboxed VM, limits, the `tools` bridge, stdlib          |
+//! | [`program`]  | what programs share: the header (name, params, timeout, uses)            |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command         |
 //! | [`front`]    | the front doors: the command line                                        |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
@@ -20,7 +22,9 @@ pub mod error;
 pub mod front;
 pub mod gate;
 pub mod host;
+pub mod program;
 pub mod registry;
+pub mod script;
 pub mod store;
 pub mod tools;
 

@@ -50,6 +50,9 @@ pub enum Command {
     Tool(ToolCommand),
     /// Call a tool through the gate.
     Call(CallArgs),
+    /// Run a Lua script: every tool call goes through the gate; state-changing calls are
+    /// previewed unless you confirm (--yes, or y at the prompt on a terminal).
+    Run(RunArgs),
     /// List or change grants: allow, ask or deny, per tool or per effect.
     Grants {
         #[command(subcommand)]
@@ -110,6 +113,22 @@ pub struct CallArgs {
     #[arg(short, long)]
     pub yes: bool,
     /// Give up after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+}
+
+/// `lmcp run FILE`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The script (`.lua`).
+    pub file: PathBuf,
+    /// A parameter the script declares, as NAME=VALUE (repeatable).
+    #[arg(short, long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// Run state-changing calls without asking (a person's yes given up front).
+    #[arg(short, long)]
+    pub yes: bool,
+    /// Stop the script after this many seconds (default: its header's @timeout, else 30).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
 }
@@ -242,6 +261,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Tool(ToolCommand::Enable { name }) => enable_tool(host, &name, true, json),
         Command::Tool(ToolCommand::Disable { name }) => enable_tool(host, &name, false, json),
         Command::Call(args) => call(host, args, json).await,
+        Command::Run(args) => super::run::run_file(host, args, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),
@@ -251,7 +271,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
 }
 
 /// Prints `value` as one JSON line, or `human` for people.
-fn emit(json: bool, value: &Value, human: impl FnOnce() -> String) {
+pub(crate) fn emit(json: bool, value: &Value, human: impl FnOnce() -> String) {
     let mut out = std::io::stdout().lock();
     let text = if json { value.to_string() } else { human() };
     // A closed pipe (`lmcp tools | head`) is not an error worth a panic.
@@ -460,15 +480,43 @@ async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {
             }
         }));
     }
+    cancel_on_ctrl_c(&ctx);
+    let outcome = host.call(CallRequest::new(args.name, arguments, ctx)).await;
+    render_outcome(&outcome, json);
+    Ok(outcome.exit_code())
+}
+
+/// Cancels the context's call tree when the user presses Ctrl-C.
+pub(crate) fn cancel_on_ctrl_c(ctx: &CallContext) {
     let cancel = ctx.cancel_token().clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
         }
     });
-    let outcome = host.call(CallRequest::new(args.name, arguments, ctx)).await;
-    render_outcome(&outcome, json);
-    Ok(outcome.exit_code())
+}
+
+/// Picks how a command-line run confirms: `--yes` confirms everything; on a terminal each
+/// state-changing call asks; otherwise state-changing calls are previewed.
+pub(crate) fn run_confirmation(yes: bool) -> (ConfirmMode, Arc<dyn Confirmer>) {
+    if yes {
+        (ConfirmMode::Confirmed, Arc::new(AlwaysYes))
+    } else if std::io::stdin().is_terminal() {
+        (ConfirmMode::Ask, Arc::new(TtyPrompt::new()))
+    } else {
+        (ConfirmMode::Preview, Arc::new(NoPerson))
+    }
+}
+
+/// Reads `--timeout`: a positive number of seconds.
+pub(crate) fn timeout_arg(secs: Option<f64>) -> Result<Option<Duration>> {
+    match secs {
+        None => Ok(None),
+        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
+        Some(_) => Err(Error::Usage(
+            "--timeout must be a positive number of seconds".into(),
+        )),
+    }
 }
 
 /// Prints an outcome: the result on stdout, refusals and errors on stderr (or all as JSON).

@@ -4,5 +4,7 @@
 //! | file     | door                                                             |
 //! |----------|------------------------------------------------------------------|
 //! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
+//! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
+pub mod run;

@@ -1,0 +1,290 @@
+-- The runtime's prelude: builds the sandboxed environment every script runs in.
+--
+-- It runs once per Lua state, before any script, with the host's API table as its argument.
+-- Everything it needs from the unrestricted globals it keeps in locals here, which no script can
+-- reach (there is no debug library), and then the host empties the real globals. It returns two
+-- values: the script environment and the top-level runner.
+--
+-- The rules it enforces (see src/script/mod.rs for the whole design):
+--   * catching functions (pcall, xpcall, coroutine.resume, coroutine.close) re-raise a run's
+--     interruption (deadline, cancel) after they return, so `pcall` cannot swallow a timeout;
+--   * xpcall message handlers are skipped once the run is interrupted (Lua 5.4 runs handlers of
+--     hook-raised errors with hooks off, so a looping handler could never be stopped);
+--   * setmetatable refuses __gc (finalizers also run with hooks off);
+--   * load takes text chunks only and runs them in the script's environment;
+--   * `tools` is a read-only proxy whose functions all go through the gate.
+
+local api = ...
+
+local G = _G
+local raw_pcall, raw_xpcall, raw_load, raw_error = pcall, xpcall, load, error
+local raw_setmetatable, raw_getmetatable, raw_rawset, raw_rawget = setmetatable, getmetatable, rawset, rawget
+local raw_select, raw_type, raw_tostring, raw_pairs, raw_ipairs = select, type, tostring, pairs, ipairs
+local raw_collect = collectgarbage
+local co_create, co_resume, co_close = coroutine.create, coroutine.resume, coroutine.close
+local concat, pack, unpack = table.concat, table.pack, table.unpack
+local check, interrupted = api.check, api.interrupted
+
+local env = {}
+
+for _, name in raw_ipairs({
+  "assert", "error", "getmetatable", "ipairs", "next", "pairs", "rawequal", "rawget", "rawlen",
+  "select", "tonumber", "tostring", "type", "_VERSION",
+}) do
+  env[name] = G[name]
+end
+
+-- Catching functions ---------------------------------------------------------------------------
+
+env.pcall = function(f, ...)
+  return check(raw_pcall(f, ...))
+end
+
+env.xpcall = function(f, handler, ...)
+  if raw_type(handler) ~= "function" then
+    raw_error("bad argument #2 to 'xpcall' (function expected, got " .. raw_type(handler) .. ")", 2)
+  end
+  return check(raw_xpcall(f, function(e)
+    if interrupted() then
+      return e
+    end
+    return handler(e)
+  end, ...))
+end
+
+local co = {}
+for k, v in raw_pairs(coroutine) do
+  co[k] = v
+end
+co.resume = function(c, ...)
+  return check(co_resume(c, ...))
+end
+co.close = function(c)
+  return check(co_close(c))
+end
+env.coroutine = co
+
+-- Metatables, raw access, loading, memory -------------------------------------------------------
+
+local protected = raw_setmetatable({}, { __mode = "k" })
+
+env.setmetatable = function(t, mt)
+  if raw_type(mt) == "table" and raw_rawget(mt, "__gc") ~= nil then
+    raw_error("setmetatable: __gc metamethods are not allowed in the sandbox", 2)
+  end
+  if protected[t] then
+    raw_error("setmetatable: this table is read-only", 2)
+  end
+  return raw_setmetatable(t, mt)
+end
+
+env.rawset = function(t, k, v)
+  if protected[t] then
+    raw_error("rawset: this table is read-only", 2)
+  end
+  return raw_rawset(t, k, v)
+end
+
+env.load = function(chunk, name, mode, chunk_env)
+  if mode ~= nil and mode ~= "t" then
+    return nil, "only text chunks can be loaded (mode \"t\")"
+  end
+  if chunk_env == nil then
+    chunk_env = env
+  end
+  return raw_load(chunk, name, "t", chunk_env)
+end
+
+env.collectgarbage = function(opt)
+  if opt == "count" then
+    return raw_collect("count")
+  end
+  raw_error("collectgarbage: only \"count\" is available in the sandbox", 2)
+end
+
+-- Libraries ------------------------------------------------------------------------------------
+
+-- Guarded versions of the functions that can run unbounded inside one C call.
+local raw_rep = string.rep
+string.rep = function(s, n, sep)
+  if raw_type(s) == "string" and #s == 0 and (sep == nil or (raw_type(sep) == "string" and #sep == 0)) then
+    return ""
+  end
+  return raw_rep(s, n, sep)
+end
+string.dump = nil
+string.find = api.patterns.find
+string.match = api.patterns.match
+string.gmatch = api.patterns.gmatch
+string.gsub = api.patterns.gsub
+env.string = string
+
+-- table.move loops in C over any index range; this version runs as Lua, under the hooks.
+table.move = function(a1, f, e, t, a2)
+  if a2 == nil then
+    a2 = a1
+  end
+  if raw_type(f) ~= "number" or raw_type(e) ~= "number" or raw_type(t) ~= "number" then
+    raw_error("bad argument to 'move' (number expected)", 2)
+  end
+  if e >= f then
+    if t > e or t <= f or a1 ~= a2 then
+      for i = 0, e - f do
+        a2[t + i] = a1[f + i]
+      end
+    else
+      for i = e - f, 0, -1 do
+        a2[t + i] = a1[f + i]
+      end
+    end
+  end
+  return a2
+end
+env.table = table
+env.math = math
+env.utf8 = utf8
+env.os = { time = os.time, date = os.date, clock = os.clock }
+
+-- Output and logging ---------------------------------------------------------------------------
+
+local function joined(...)
+  local n = raw_select("#", ...)
+  local parts = {}
+  for i = 1, n do
+    parts[i] = raw_tostring((raw_select(i, ...)))
+  end
+  return concat(parts, "\t")
+end
+
+env.print = function(...)
+  api.write(joined(...) .. "\n")
+end
+
+env.log = {
+  info = function(...) api.log("info", joined(...)) end,
+  warn = function(...) api.log("warn", joined(...)) end,
+  error = function(...) api.log("error", joined(...)) end,
+}
+
+env.sleep = api.sleep
+
+-- JSON -----------------------------------------------------------------------------------------
+
+env.json = {
+  encode = api.json_encode,
+  decode = api.json_decode,
+  null = api.null,
+  -- Marks a table as a list, so an empty one encodes as [] rather than {}.
+  array = function(t)
+    if t == nil then
+      t = {}
+    end
+    return raw_setmetatable(t, api.array_mt)
+  end,
+}
+
+-- Tools ----------------------------------------------------------------------------------------
+
+local tool_error_mt = {
+  __name = "ToolError",
+  __tostring = function(e)
+    return raw_tostring(raw_rawget(e, "code")) .. ": " .. raw_tostring(raw_rawget(e, "message"))
+  end,
+}
+
+local function call_tool(name, args)
+  if args == nil then
+    args = {}
+  end
+  if raw_type(args) ~= "table" then
+    raw_error("tools." .. name .. " expects a table of arguments, got " .. raw_type(args), 3)
+  end
+  local ok, result = api.call(name, args)
+  if ok then
+    return result
+  end
+  raw_error(raw_setmetatable(result, tool_error_mt), 3)
+end
+
+local tool_functions = {}
+local tools = raw_setmetatable({}, {
+  __index = function(_, name)
+    if raw_type(name) ~= "string" then
+      return nil
+    end
+    local f = tool_functions[name]
+    if f then
+      return f
+    end
+    if not api.tool_exists(name) then
+      raw_error(api.unknown_tool(name), 2)
+    end
+    f = function(args)
+      return call_tool(name, args)
+    end
+    tool_functions[name] = f
+    return f
+  end,
+  __newindex = function()
+    raw_error("tools is read-only", 2)
+  end,
+  __metatable = false,
+})
+protected[tools] = true
+env.tools = tools
+
+env.lmcp = {
+  version = api.version,
+  tools = api.tool_list,
+  has_tool = api.tool_exists,
+  previews = api.previews,
+}
+
+env.params = api.params
+
+-- Modules --------------------------------------------------------------------------------------
+
+local loaded = {}
+env.require = function(name)
+  if raw_type(name) ~= "string" then
+    raw_error("bad argument #1 to 'require' (string expected, got " .. raw_type(name) .. ")", 2)
+  end
+  local value = loaded[name]
+  if value ~= nil then
+    return value
+  end
+  local source, chunkname = api.module_source(name)
+  if source == nil then
+    raw_error(chunkname, 2)
+  end
+  local f = raw_load(source, chunkname, "t", env)
+  value = f(name)
+  if value == nil then
+    value = true
+  end
+  loaded[name] = value
+  return value
+end
+
+env._G = env
+
+-- The top-level runner: runs a chunk and turns an uncaught error into one readable string.
+local function describe(e)
+  if interrupted() then
+    return e
+  end
+  if raw_type(e) == "string" then
+    return e
+  end
+  local ok, text = raw_pcall(raw_tostring, e)
+  if ok and raw_type(text) == "string" then
+    return text
+  end
+  return "(an error value that cannot be shown: " .. raw_type(e) .. ")"
+end
+
+local function run(f, ...)
+  return raw_xpcall(f, describe, ...)
+end
+
+return env, run

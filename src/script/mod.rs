@@ -1,0 +1,89 @@
+//! The Lua engine: a sandboxed Lua 5.4 VM in which every tool is a function that goes through
+//! the gate.
+//!
+//! # The sandbox
+//!
+//! Each run gets a fresh `mlua` state built from explicit libraries (base, `table`, `string`,
+//! `math`, `utf8`, `coroutine`, `os`) — never `Lua::new()`, which loads `io` and `package`. The
+//! runtime's prelude (`lua/prelude.lua`) then builds the script environment: `os` keeps only
+//! `time`, `date` and `clock`; `dofile`, `loadfile`, `string.dump` and `collectgarbage` (except
+//! `"count"`) are gone; `load` takes text only and runs in the script's environment; `require`
+//! finds only the embedded `stdlib/` modules (and, for skills, the skill's own scripts). The
+//! real globals are emptied afterwards, so nothing the prelude kept is reachable. Every chunk is
+//! loaded in text mode under a name without host paths.
+//!
+//! # Limits, and why they hold
+//!
+//! - **Time and cancellation.** A global hook (it follows coroutines, unlike a thread hook) runs
+//!   every [`HOOK_EVERY`] instructions and raises an error once the run's deadline has passed or
+//!   its cancellation token fired. The interruption is *sticky*: from then on every catching
+//!   function (`pcall`, `xpcall`, `coroutine.resume`, `coroutine.close`) re-raises it when it
+//!   returns, so no amount of nested `pcall`s can swallow it. Lua 5.4 runs `xpcall` handlers of
+//!   hook-raised errors and `__gc` finalizers with hooks off: the prelude skips handlers once the
+//!   run is interrupted and refuses `__gc` metamethods, so neither can outlive the deadline.
+//! - **Long single C calls.** A hook cannot interrupt a C function. The unbounded ones are
+//!   replaced: pattern matching (`find`, `match`, `gmatch`, `gsub`) is a Rust port of Lua's
+//!   matcher that checks the deadline every few thousand steps ([`patterns`]); plain `find` is
+//!   linear; `string.rep` of empty strings returns at once; `table.move` runs as Lua. What is
+//!   left (`string.rep`, `table.concat`, `table.sort`, `string.format`...) does work in
+//!   proportion to memory the script must allocate first, so the memory limit bounds it.
+//! - **Memory.** `set_memory_limit` turns allocation bombs into a "not enough memory" error; the
+//!   host and the state live on.
+//! - **Depth.** Lua's own stack and C-stack limits stop deep recursion with an error; tool calls
+//!   nest through the gate, which bounds their depth.
+//! - **Output.** Captured `print` and `log` output is capped; past the cap it is dropped with a
+//!   note.
+//!
+//! # The bridge
+//!
+//! `tools.NAME{...}` converts its table to JSON once, raw (no metamethod runs, cycles and depth
+//! refused; see [`convert`]), and calls [`Host::call`] with a child of the run's context, so the
+//! run's confirmation mode flows into every call and a script can never raise it. The VM runs
+//! on a blocking thread and waits for each gated call with `Handle::block_on`, so coroutines
+//! and pcall work around tool calls exactly as around any function.
+
+pub mod convert;
+pub mod patterns;
+mod stdlib;
+mod vm;
+
+pub use stdlib::{STDLIB_MODULES, module_source};
+pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::gate::CallContext;
+use crate::host::Host;
+
+/// Instructions between two runs of the limit hook.
+pub const HOOK_EVERY: u32 = 1000;
+
+/// A Lua program to run once.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// The source text.
+    pub source: String,
+    /// The chunk name shown in error messages (a file name, never a host path).
+    pub name: String,
+}
+
+/// Runs a script in a fresh sandbox on a blocking thread and returns its outcome. The context's
+/// deadline and cancellation token bound it.
+pub async fn run(
+    host: &Arc<Host>,
+    script: Script,
+    ctx: CallContext,
+    options: VmOptions,
+) -> Result<ScriptOutcome> {
+    let host = Arc::clone(host);
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let vm = Vm::new(host, handle, ctx, options)?;
+        vm.run(&script.source, &script.name)
+    })
+    .await
+    .map_err(|e| Error::Script {
+        message: format!("the script's thread failed: {e}"),
+    })?
+}

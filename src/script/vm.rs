@@ -1,0 +1,700 @@
+//! One sandboxed Lua state, its host API and its limits. See the module docs of `script`.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mlua::chunk::ChunkMode;
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, MultiValue, StdLib, Table, Value, VmState,
+};
+use serde_json::{Map, Value as Json};
+
+use super::{HOOK_EVERY, convert, patterns, stdlib};
+use crate::error::{Error, Result};
+use crate::gate::{CallContext, CallRequest, Outcome, Preview};
+use crate::host::Host;
+use crate::registry::Profile;
+
+const PRELUDE: &str = include_str!("../../lua/prelude.lua");
+
+/// Limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptLimits {
+    /// Bytes the Lua state may allocate.
+    pub memory: usize,
+    /// Bytes of captured output kept.
+    pub output: usize,
+}
+
+impl Default for ScriptLimits {
+    fn default() -> Self {
+        ScriptLimits {
+            memory: 64 << 20,
+            output: 1 << 20,
+        }
+    }
+}
+
+/// Where `print` and `log` go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// `print` to stdout, `log` to stderr: `lmcp run` and the REPL.
+    Terminal,
+    /// Both into the run's captured log: MCP and programs run as tools, where stdout is not ours.
+    Capture,
+}
+
+/// How a VM is set up.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    /// Memory and output limits.
+    pub limits: ScriptLimits,
+    /// Where output goes.
+    pub output: Output,
+    /// The `params` table.
+    pub params: Map<String, Json>,
+    /// Extra modules `require` can find (a skill's scripts): name and source.
+    pub modules: Vec<(String, String)>,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        VmOptions {
+            limits: ScriptLimits::default(),
+            output: Output::Terminal,
+            params: Map::new(),
+            modules: Vec::new(),
+        }
+    }
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct ScriptOutcome {
+    /// The script's return value as JSON (`null` when it returned nothing; an array for several).
+    pub value: Json,
+    /// Every state-changing call that was previewed instead of run.
+    pub previews: Vec<Preview>,
+    /// Captured `print` and `log` output (empty when it went to the terminal).
+    pub output: String,
+}
+
+/// Why a run was interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interruption {
+    Timeout,
+    Cancelled,
+}
+
+/// State shared by the hook and the host API functions of one VM.
+struct RunState {
+    host: Arc<Host>,
+    handle: tokio::runtime::Handle,
+    ctx: Mutex<CallContext>,
+    interrupted: AtomicBool,
+    why: Mutex<Option<Interruption>>,
+    previews: Mutex<Vec<Preview>>,
+    output: Output,
+    captured: Mutex<String>,
+    output_cap: usize,
+    truncated: AtomicBool,
+    modules: Vec<(String, String)>,
+}
+
+impl RunState {
+    /// Checks the deadline and the cancellation token; once interrupted, stays interrupted.
+    fn poll(&self) -> Option<Interruption> {
+        if self.interrupted.load(Ordering::Relaxed) {
+            return *self.why.lock().unwrap_or_else(|p| p.into_inner());
+        }
+        let ctx = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+        let why = if ctx.cancel_token().is_cancelled() {
+            Interruption::Cancelled
+        } else if ctx.deadline().is_some_and(|d| Instant::now() >= d) {
+            Interruption::Timeout
+        } else {
+            return None;
+        };
+        drop(ctx);
+        *self.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        self.interrupted.store(true, Ordering::Relaxed);
+        Some(why)
+    }
+
+    fn message(&self, why: Interruption) -> String {
+        match why {
+            Interruption::Cancelled => "cancelled".to_string(),
+            Interruption::Timeout => {
+                let budget = self.ctx.lock().unwrap_or_else(|p| p.into_inner()).budget();
+                format!(
+                    "time limit reached: the script ran longer than {}",
+                    crate::error::human_duration(budget)
+                )
+            }
+        }
+    }
+
+    fn check(&self) -> mlua::Result<()> {
+        match self.poll() {
+            Some(why) => Err(mlua::Error::runtime(self.message(why))),
+            None => Ok(()),
+        }
+    }
+
+    fn interruption_error(&self) -> Option<Error> {
+        let why = (*self.why.lock().unwrap_or_else(|p| p.into_inner()))?;
+        Some(match why {
+            Interruption::Cancelled => Error::Cancelled,
+            Interruption::Timeout => Error::Timeout {
+                after: self.ctx.lock().unwrap_or_else(|p| p.into_inner()).budget(),
+            },
+        })
+    }
+
+    fn write(&self, text: &str) {
+        match self.output {
+            Output::Terminal => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+            }
+            Output::Capture => self.capture(text),
+        }
+    }
+
+    fn capture(&self, text: &str) {
+        let mut buf = self.captured.lock().unwrap_or_else(|p| p.into_inner());
+        let room = self.output_cap.saturating_sub(buf.len());
+        if text.len() <= room {
+            buf.push_str(text);
+        } else if !self.truncated.swap(true, Ordering::Relaxed) {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            buf.push_str(&text[..cut]);
+            buf.push_str(&format!(
+                "\n[output truncated at {} bytes]\n",
+                self.output_cap
+            ));
+        }
+    }
+
+    fn log(&self, level: &str, message: &str) {
+        match self.output {
+            Output::Terminal => eprintln!("{level}: {message}"),
+            Output::Capture => self.capture(&format!("[{level}] {message}\n")),
+        }
+    }
+}
+
+/// A sandboxed Lua state with the host API installed.
+pub struct Vm {
+    lua: Lua,
+    env: Table,
+    runner: Function,
+    state: Arc<RunState>,
+}
+
+impl Vm {
+    /// Builds a fresh sandbox whose tool calls run in children of `ctx`.
+    pub fn new(
+        host: Arc<Host>,
+        handle: tokio::runtime::Handle,
+        ctx: CallContext,
+        options: VmOptions,
+    ) -> Result<Vm> {
+        let libs = StdLib::TABLE
+            | StdLib::STRING
+            | StdLib::MATH
+            | StdLib::UTF8
+            | StdLib::COROUTINE
+            | StdLib::OS;
+        let lua = Lua::new_with(libs, LuaOptions::new()).map_err(script_error)?;
+        let state = Arc::new(RunState {
+            host,
+            handle,
+            ctx: Mutex::new(ctx),
+            interrupted: AtomicBool::new(false),
+            why: Mutex::new(None),
+            previews: Mutex::new(Vec::new()),
+            output: options.output,
+            captured: Mutex::new(String::new()),
+            output_cap: options.limits.output,
+            truncated: AtomicBool::new(false),
+            modules: options.modules,
+        });
+        let api = build_api(&lua, &state, &options.params).map_err(script_error)?;
+        let (env, runner): (Table, Function) = lua
+            .load(PRELUDE)
+            .set_name("=prelude")
+            .set_mode(ChunkMode::Text)
+            .call(api)
+            .map_err(script_error)?;
+        // Nothing the prelude kept in the real globals may stay reachable.
+        let globals = lua.globals();
+        let mut keys = Vec::new();
+        globals
+            .for_each::<Value, Value>(|k, _| {
+                keys.push(k);
+                Ok(())
+            })
+            .map_err(script_error)?;
+        for k in keys {
+            globals.raw_set(k, Value::Nil).map_err(script_error)?;
+        }
+        let hook_state = Arc::clone(&state);
+        lua.set_global_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| hook_state.check().map(|_| VmState::Continue),
+        )
+        .map_err(script_error)?;
+        lua.set_memory_limit(options.limits.memory)
+            .map_err(script_error)?;
+        Ok(Vm {
+            lua,
+            env,
+            runner,
+            state,
+        })
+    }
+
+    /// Replaces the context for the next runs (the REPL: a new cancellation token per line, the
+    /// mode chosen with `/confirm`). Clears a previous interruption.
+    pub fn set_context(&self, ctx: CallContext) {
+        *self.state.ctx.lock().unwrap_or_else(|p| p.into_inner()) = ctx;
+        *self.state.why.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.state.interrupted.store(false, Ordering::Relaxed);
+    }
+
+    /// Runs a chunk and returns its outcome (value, previews, captured output).
+    pub fn run(&self, source: &str, chunk_name: &str) -> Result<ScriptOutcome> {
+        let value = self.exec(source, chunk_name)?;
+        let values: Vec<Value> = value.into_iter().collect();
+        let json = match values.len() {
+            0 => Json::Null,
+            1 => convert::to_json(&self.lua, &values[0]).map_err(|m| Error::Script {
+                message: format!("the script's result cannot be returned: {m}"),
+            })?,
+            _ => {
+                let mut out = Vec::new();
+                for v in &values {
+                    out.push(convert::to_json(&self.lua, v).map_err(|m| Error::Script {
+                        message: format!("the script's result cannot be returned: {m}"),
+                    })?);
+                }
+                Json::Array(out)
+            }
+        };
+        Ok(ScriptOutcome {
+            value: json,
+            previews: self.take_previews(),
+            output: self.take_output(),
+        })
+    }
+
+    /// Compiles and runs a chunk in the sandbox; the values it returned.
+    pub fn exec(&self, source: &str, chunk_name: &str) -> Result<MultiValue> {
+        let f = self.compile(source, chunk_name)?;
+        let result = self.runner.call::<MultiValue>(f);
+        if let Some(e) = self.state.interruption_error() {
+            return Err(e);
+        }
+        let mut values = result.map_err(script_error)?.into_iter();
+        match values.next() {
+            Some(Value::Boolean(true)) => Ok(values.collect()),
+            _ => {
+                let err = values.next().unwrap_or(Value::Nil);
+                let message = match &err {
+                    Value::String(s) => s.to_string_lossy(),
+                    Value::Error(e) => e.to_string(),
+                    other => format!("{other:?}"),
+                };
+                if message.contains("not enough memory") {
+                    return Err(Error::Limit {
+                        what: "the script ran out of memory".into(),
+                        limit: format!("{} MiB", self.lua.used_memory().max(1) >> 20),
+                    });
+                }
+                Err(Error::Script {
+                    message: clean_message(&message),
+                })
+            }
+        }
+    }
+
+    /// Compiles a chunk in text mode, in the script environment.
+    pub fn compile(&self, source: &str, chunk_name: &str) -> Result<Function> {
+        self.lua
+            .load(source)
+            .set_name(format!("={chunk_name}"))
+            .set_mode(ChunkMode::Text)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(script_error)
+    }
+
+    /// Whether compiling `source` fails only because the input ends too early (the REPL's
+    /// continuation prompt).
+    pub fn is_incomplete(&self, source: &str) -> bool {
+        let incomplete = |src: &str| {
+            matches!(
+                self.lua.load(src).set_mode(ChunkMode::Text).into_function(),
+                Err(mlua::Error::SyntaxError {
+                    incomplete_input: true,
+                    ..
+                })
+            )
+        };
+        let as_expr = format!("return {source}");
+        let expr_ok = self
+            .lua
+            .load(as_expr.as_str())
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .is_ok();
+        !expr_ok
+            && incomplete(source)
+            && (incomplete(&as_expr) || !source.trim_start().starts_with("return"))
+    }
+
+    /// The previews recorded so far, taken.
+    pub fn take_previews(&self) -> Vec<Preview> {
+        std::mem::take(
+            &mut *self
+                .state
+                .previews
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    /// The captured output so far, taken.
+    pub fn take_output(&self) -> String {
+        std::mem::take(
+            &mut *self
+                .state
+                .captured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    /// The script environment (the REPL completes its keys).
+    pub fn env(&self) -> &Table {
+        &self.env
+    }
+
+    /// The Lua state.
+    pub fn lua(&self) -> &Lua {
+        &self.lua
+    }
+}
+
+/// Host paths never appear in chunk names, but mlua may wrap messages in its own text; keep the
+/// first line of a runtime error and drop mlua's traceback.
+fn clean_message(message: &str) -> String {
+    let m = message.strip_prefix("runtime error: ").unwrap_or(message);
+    match m.find("\nstack traceback:") {
+        Some(i) => m[..i].to_string(),
+        None => m.to_string(),
+    }
+}
+
+fn script_error(e: mlua::Error) -> Error {
+    match e {
+        mlua::Error::MemoryError(_) => Error::Limit {
+            what: "the script ran out of memory".into(),
+            limit: "the memory limit".into(),
+        },
+        mlua::Error::SyntaxError { message, .. } => Error::Script { message },
+        mlua::Error::CallbackError { cause, .. } => script_error((*cause).clone()),
+        other => Error::Script {
+            message: clean_message(&other.to_string()),
+        },
+    }
+}
+
+/// The error table a failed tool call raises: `{code=, message=, tool=}`.
+fn error_table(lua: &Lua, code: &str, message: &str, tool: &str) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("code", code)?;
+    t.raw_set("message", message)?;
+    t.raw_set("tool", tool)?;
+    Ok(t)
+}
+
+fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> mlua::Result<Table> {
+    let api = lua.create_table()?;
+
+    let s = Arc::clone(state);
+    api.set(
+        "check",
+        lua.create_function(move |_, args: MultiValue| {
+            s.check()?;
+            Ok(args)
+        })?,
+    )?;
+    let s = Arc::clone(state);
+    api.set(
+        "interrupted",
+        lua.create_function(move |_, ()| Ok(s.poll().is_some()))?,
+    )?;
+
+    let s = Arc::clone(state);
+    api.set(
+        "write",
+        lua.create_function(move |_, text: mlua::LuaString| {
+            s.write(&text.to_string_lossy());
+            Ok(())
+        })?,
+    )?;
+    let s = Arc::clone(state);
+    api.set(
+        "log",
+        lua.create_function(move |_, (level, text): (String, mlua::LuaString)| {
+            s.log(&level, &text.to_string_lossy());
+            Ok(())
+        })?,
+    )?;
+
+    let s = Arc::clone(state);
+    api.set(
+        "sleep",
+        lua.create_function(move |_, seconds: f64| {
+            if !(seconds >= 0.0 && seconds.is_finite()) {
+                return Err(mlua::Error::runtime("sleep: seconds must be a number ≥ 0"));
+            }
+            s.check()?;
+            let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let mut until = Instant::now() + Duration::from_secs_f64(seconds.min(1e9));
+            if let Some(d) = ctx.deadline() {
+                until = until.min(d);
+            }
+            s.handle.block_on(async {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until.into()) => {}
+                    _ = ctx.cancel_token().cancelled() => {}
+                }
+            });
+            s.check()
+        })?,
+    )?;
+
+    let s = Arc::clone(state);
+    api.set(
+        "call",
+        lua.create_function(move |lua, (name, args): (String, Value)| {
+            call_tool(lua, &s, &name, &args)
+        })?,
+    )?;
+
+    let s = Arc::clone(state);
+    api.set(
+        "tool_exists",
+        lua.create_function(move |_, name: String| Ok(s.host.registry().get(&name).is_some()))?,
+    )?;
+    let s = Arc::clone(state);
+    api.set(
+        "unknown_tool",
+        lua.create_function(move |_, name: String| {
+            let e = Error::UnknownTool {
+                suggestions: s.host.registry().closest(&name),
+                name,
+            };
+            Ok(format!("tools: {e}"))
+        })?,
+    )?;
+    let s = Arc::clone(state);
+    api.set(
+        "tool_list",
+        lua.create_function(move |lua, ()| {
+            let list: Vec<Json> = s
+                .host
+                .tools(Profile::Full)
+                .iter()
+                .map(|(t, a)| {
+                    let sp = t.spec();
+                    serde_json::json!({
+                        "name": sp.name, "title": sp.title, "description": sp.description,
+                        "effect": sp.effect, "kind": sp.kind, "available": a.is_available(),
+                        "annotations": sp.annotations,
+                        "input_schema": sp.input_schema,
+                    })
+                })
+                .collect();
+            convert::to_lua(lua, &Json::Array(list))
+        })?,
+    )?;
+    let s = Arc::clone(state);
+    api.set(
+        "previews",
+        lua.create_function(move |lua, ()| {
+            let list: Vec<Json> = s
+                .previews
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(Preview::to_json)
+                .collect();
+            convert::to_lua(lua, &Json::Array(list))
+        })?,
+    )?;
+
+    api.set(
+        "json_encode",
+        lua.create_function(|lua, (v, opts): (Value, Option<Value>)| {
+            let j = convert::to_json(lua, &v)
+                .map_err(|m| mlua::Error::runtime(format!("json.encode: {m}")))?;
+            let pretty = match opts {
+                Some(Value::Boolean(b)) => b,
+                Some(Value::Table(t)) => t.raw_get::<Option<bool>>("pretty")?.unwrap_or(false),
+                _ => false,
+            };
+            let text = if pretty {
+                serde_json::to_string_pretty(&j)
+            } else {
+                serde_json::to_string(&j)
+            };
+            text.map_err(|e| mlua::Error::runtime(format!("json.encode: {e}")))
+        })?,
+    )?;
+    api.set(
+        "json_decode",
+        lua.create_function(|lua, text: mlua::LuaString| {
+            let j: Json = serde_json::from_slice(&text.as_bytes())
+                .map_err(|e| mlua::Error::runtime(format!("json.decode: {e}")))?;
+            convert::to_lua(lua, &j)
+        })?,
+    )?;
+    api.set("null", lua.null())?;
+    api.set("array_mt", lua.array_metatable())?;
+    api.set("version", env!("CARGO_PKG_VERSION"))?;
+    api.set(
+        "params",
+        convert::to_lua(lua, &Json::Object(params.clone()))?,
+    )?;
+
+    let s = Arc::clone(state);
+    api.set(
+        "module_source",
+        lua.create_function(move |_, name: String| {
+            Ok(match stdlib::module_source(&name, &s.modules) {
+                Ok((src, chunk)) => (Some(src), chunk),
+                Err(msg) => (None, msg),
+            })
+        })?,
+    )?;
+
+    api.set("patterns", pattern_api(lua, state)?)?;
+    Ok(api)
+}
+
+fn call_tool(
+    lua: &Lua,
+    s: &Arc<RunState>,
+    name: &str,
+    args: &Value,
+) -> mlua::Result<(bool, Value)> {
+    s.check()?;
+    let fail = |code: &str, message: &str| -> mlua::Result<(bool, Value)> {
+        Ok((false, Value::Table(error_table(lua, code, message, name)?)))
+    };
+    let mut json = match convert::to_json(lua, args) {
+        Ok(j) => j,
+        Err(m) => {
+            return fail(
+                "invalid_args",
+                &format!("invalid arguments for `{name}`: {m}"),
+            );
+        }
+    };
+    if let Some(tool) = s.host.registry().get(name) {
+        convert::coerce_empty_arrays(&mut json, &tool.spec().input_schema);
+    }
+    let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).child();
+    let outcome = s
+        .handle
+        .block_on(s.host.call(CallRequest::new(name, json, ctx)));
+    match outcome {
+        Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
+        Outcome::Preview(p) => {
+            let v = convert::to_lua(lua, &p.to_json())?;
+            s.previews.lock().unwrap_or_else(|p| p.into_inner()).push(p);
+            Ok((true, v))
+        }
+        Outcome::Denied { reason, .. } => fail("denied", &format!("`{name}` was denied: {reason}")),
+        Outcome::NeedsConfirmation { reason, .. } => fail(
+            "needs_confirmation",
+            &format!("`{name}` needs confirmation: {reason}"),
+        ),
+        Outcome::Failed(e) => {
+            // An interrupted run must stop, not hand the script a catchable tool error.
+            s.check()?;
+            fail(e.class(), &e.to_string())
+        }
+    }
+}
+
+fn pattern_api(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    let stopper = |s: &Arc<RunState>| {
+        let s = Arc::clone(s);
+        move || s.poll().map(|why| s.message(why))
+    };
+    for (key, find) in [("find", true), ("match", false)] {
+        let stop = stopper(state);
+        t.set(
+            key,
+            lua.create_function(
+                move |lua,
+                      (s, p, init, plain): (
+                    mlua::LuaString,
+                    mlua::LuaString,
+                    Option<i64>,
+                    Option<Value>,
+                )| {
+                    let plain =
+                        plain.is_some_and(|v| !matches!(v, Value::Nil | Value::Boolean(false)));
+                    patterns::find_aux(lua, &s.as_bytes(), &p.as_bytes(), init, plain, find, &stop)
+                },
+            )?,
+        )?;
+    }
+    let stop: Arc<dyn Fn() -> Option<String> + Send + Sync> = Arc::new(stopper(state));
+    t.set(
+        "gmatch",
+        lua.create_function(
+            move |lua, (s, p, init): (mlua::LuaString, mlua::LuaString, Option<i64>)| {
+                patterns::gmatch(lua, s, p, init, Arc::clone(&stop))
+            },
+        )?,
+    )?;
+    let stop = stopper(state);
+    t.set(
+        "gsub",
+        lua.create_function(
+            move |lua, (s, p, repl, n): (mlua::LuaString, mlua::LuaString, Value, Option<i64>)| {
+                let repl = match repl {
+                    Value::String(r) => patterns::Replacement::Text(r.as_bytes().to_vec()),
+                    Value::Integer(i) => patterns::Replacement::Text(i.to_string().into_bytes()),
+                    Value::Number(f) => {
+                        patterns::Replacement::Text(patterns::lua_number_string(f).into_bytes())
+                    }
+                    Value::Table(t) => patterns::Replacement::Table(t),
+                    Value::Function(f) => patterns::Replacement::Function(f),
+                    other => {
+                        return Err(mlua::Error::runtime(format!(
+                            "bad argument #3 to 'gsub' (string/function/table expected, got {})",
+                            other.type_name()
+                        )));
+                    }
+                };
+                patterns::gsub(lua, &s.as_bytes(), &p.as_bytes(), &repl, n, &stop)
+            },
+        )?,
+    )?;
+    Ok(t)
+}
