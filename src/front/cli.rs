@@ -32,8 +32,9 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// What to do; without one, the REPL starts on a terminal.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The subcommands.
@@ -50,6 +51,8 @@ pub enum Command {
     Tool(ToolCommand),
     /// Call a tool through the gate.
     Call(CallArgs),
+    /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
+    Repl,
     /// Run a Lua script: every tool call goes through the gate; state-changing calls are
     /// previewed unless you confirm (--yes, or y at the prompt on a terminal).
     Run(RunArgs),
@@ -255,7 +258,23 @@ pub async fn run(cli: Cli) -> Result<u8> {
 
 async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
     let json = cli.json;
-    match cli.command {
+    let command = match cli.command {
+        Some(c) => c,
+        None if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => Command::Repl,
+        None => {
+            use clap::CommandFactory;
+            let _ = Cli::command().print_help();
+            return Ok(2);
+        }
+    };
+    match command {
+        Command::Repl => {
+            let host = Arc::clone(host);
+            let handle = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || super::repl::run_blocking(host, handle))
+                .await
+                .map_err(|e| Error::Usage(format!("the REPL stopped: {e}")))?
+        }
         Command::Tools { profile } => tools(host, profile, json),
         Command::Tool(ToolCommand::Show { name }) => show_tool(host, &name, json),
         Command::Tool(ToolCommand::Enable { name }) => enable_tool(host, &name, true, json),

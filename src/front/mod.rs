@@ -4,7 +4,9 @@
 //! | file     | door                                                             |
 //! |----------|------------------------------------------------------------------|
 //! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
+//! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
+pub mod repl;
 pub mod run;

@@ -101,6 +101,7 @@ struct RunState {
     output_cap: usize,
     truncated: AtomicBool,
     modules: Vec<(String, String)>,
+    memory_limit: usize,
 }
 
 impl RunState {
@@ -212,6 +213,8 @@ impl Vm {
             | StdLib::UTF8
             | StdLib::COROUTINE
             | StdLib::OS;
+        let memory = options.limits.memory;
+        let script_error = |e| lua_error(e, memory);
         let lua = Lua::new_with(libs, LuaOptions::new()).map_err(script_error)?;
         let state = Arc::new(RunState {
             host,
@@ -225,6 +228,7 @@ impl Vm {
             output_cap: options.limits.output,
             truncated: AtomicBool::new(false),
             modules: options.modules,
+            memory_limit: options.limits.memory,
         });
         let api = build_api(&lua, &state, &options.params).map_err(script_error)?;
         let (env, runner): (Table, Function) = lua
@@ -302,7 +306,9 @@ impl Vm {
         if let Some(e) = self.state.interruption_error() {
             return Err(e);
         }
-        let mut values = result.map_err(script_error)?.into_iter();
+        let mut values = result
+            .map_err(|e| lua_error(e, self.state.memory_limit))?
+            .into_iter();
         match values.next() {
             Some(Value::Boolean(true)) => Ok(values.collect()),
             _ => {
@@ -313,10 +319,7 @@ impl Vm {
                     other => format!("{other:?}"),
                 };
                 if message.contains("not enough memory") {
-                    return Err(Error::Limit {
-                        what: "the script ran out of memory".into(),
-                        limit: format!("{} MiB", self.lua.used_memory().max(1) >> 20),
-                    });
+                    return Err(memory_error(self.state.memory_limit));
                 }
                 Err(Error::Script {
                     message: clean_message(&message),
@@ -333,7 +336,7 @@ impl Vm {
             .set_mode(ChunkMode::Text)
             .set_environment(self.env.clone())
             .into_function()
-            .map_err(script_error)
+            .map_err(|e| lua_error(e, self.state.memory_limit))
     }
 
     /// Whether compiling `source` fails only because the input ends too early (the REPL's
@@ -403,14 +406,19 @@ fn clean_message(message: &str) -> String {
     }
 }
 
-fn script_error(e: mlua::Error) -> Error {
+fn memory_error(limit: usize) -> Error {
+    Error::Limit {
+        what: "the script ran out of memory (raise limits.lua_memory_mb in the config if it needs more)".into(),
+        limit: format!("{} MiB", limit >> 20),
+    }
+}
+
+/// Converts an mlua error; `memory_limit` is named when the state ran out of memory.
+fn lua_error(e: mlua::Error, memory_limit: usize) -> Error {
     match e {
-        mlua::Error::MemoryError(_) => Error::Limit {
-            what: "the script ran out of memory".into(),
-            limit: "the memory limit".into(),
-        },
+        mlua::Error::MemoryError(_) => memory_error(memory_limit),
         mlua::Error::SyntaxError { message, .. } => Error::Script { message },
-        mlua::Error::CallbackError { cause, .. } => script_error((*cause).clone()),
+        mlua::Error::CallbackError { cause, .. } => lua_error((*cause).clone(), memory_limit),
         other => Error::Script {
             message: clean_message(&other.to_string()),
         },

@@ -193,3 +193,22 @@ pub fn json_out(out: &Output) -> Value {
         )
     })
 }
+
+/// Runs Lua source in a fresh sandbox on `host`, capturing output; the outcome or the error.
+pub async fn run_lua(
+    host: &Arc<Host>,
+    source: &str,
+    mode: lmcp::ConfirmMode,
+    timeout: std::time::Duration,
+) -> lmcp::Result<lmcp::script::ScriptOutcome> {
+    let ctx = lmcp::CallContext::root(lmcp::Origin::Cli, mode).with_timeout(timeout);
+    let options = lmcp::script::VmOptions {
+        output: lmcp::script::Output::Capture,
+        ..Default::default()
+    };
+    let script = lmcp::script::Script {
+        source: source.to_string(),
+        name: "test.lua".into(),
+    };
+    lmcp::script::run(host, script, ctx, options).await
+}

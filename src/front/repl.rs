@@ -1,0 +1,586 @@
+//! `lmcp repl`: try tools by hand in Lua, with completion and history.
+//!
+//! One sandboxed Lua state lives for the whole session (globals persist between lines; `local`s
+//! last one chunk, as in `lua`). A line that does not compile yet because it ends too early
+//! continues on a `>>` prompt. Expressions print their value; `tools.NAME{...}` calls go through
+//! the gate with origin `repl` and the session's confirmation mode (default: ask y/N before each
+//! state-changing call). Meta-commands start with `/`, which cannot begin a Lua statement (`:`
+//! could: `::label::`). Ctrl-C stops the running chunk and keeps the session; at the prompt it
+//! clears the line. Ctrl-D exits. History lives in the data directory, and is not written in
+//! private mode.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::DefaultHistory;
+use rustyline::validate::Validator;
+use rustyline::{Config, Context, Editor, Helper};
+use serde_json::Value as Json;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::gate::{AlwaysYes, CallContext, ConfirmMode, Confirmer, NoPerson, Origin, TtyPrompt};
+use crate::host::Host;
+use crate::registry::Profile;
+use crate::script::{Output, Vm, VmOptions};
+
+/// What one input line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Nothing (blank line).
+    Empty,
+    /// A meta-command.
+    Meta(Meta),
+    /// Lua source.
+    Lua(String),
+}
+
+/// The `/` commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Meta {
+    /// `/help`
+    Help,
+    /// `/tools`
+    Tools,
+    /// `/doc NAME`
+    Doc(String),
+    /// `/confirm` (show) or `/confirm ask|preview|yes`
+    Confirm(Option<ConfirmMode>),
+    /// `/quit` or `/exit`
+    Quit,
+    /// Anything else starting with `/`, with what went wrong.
+    Bad(String),
+}
+
+/// Parses one line typed at the main prompt.
+pub fn parse_line(line: &str) -> Input {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Empty;
+    }
+    let Some(cmd) = trimmed.strip_prefix('/') else {
+        return Input::Lua(line.to_string());
+    };
+    let mut words = cmd.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let arg = words.next();
+    let extra = words.next();
+    let meta = match (name, arg, extra) {
+        ("help" | "h" | "?", None, _) => Meta::Help,
+        ("tools", None, _) => Meta::Tools,
+        ("doc", Some(n), None) => Meta::Doc(n.to_string()),
+        ("doc", None, _) => Meta::Bad("/doc needs a tool name, like /doc calculate".into()),
+        ("confirm", None, _) => Meta::Confirm(None),
+        ("confirm", Some(m), None) => match ConfirmMode::parse(m) {
+            Some(mode) => Meta::Confirm(Some(mode)),
+            None => Meta::Bad(format!(
+                "unknown mode `{m}`; use /confirm ask, /confirm preview or /confirm yes"
+            )),
+        },
+        ("quit" | "exit" | "q", None, _) => Meta::Quit,
+        _ => Meta::Bad(format!(
+            "unknown command `/{name}`; /help lists the commands"
+        )),
+    };
+    Input::Meta(meta)
+}
+
+const HELP: &str = "\
+Type Lua. Expressions print their value; tools are functions:
+  tools.calculate{expression = \"2^10\"}
+  for _, e in ipairs(tools.list_dir{}.entries) do print(e.name) end
+Globals: tools, params, json, log, sleep, lmcp, require (inspect, tbl, retry, test).
+
+Commands:
+  /help               this text
+  /tools              list the tools
+  /doc NAME           a tool's description and arguments
+  /confirm [MODE]     how state-changing calls are confirmed: ask (default), preview, yes
+  /quit               leave (or Ctrl-D)
+Tab completes globals, tools.NAME and argument names inside tools.NAME{...}.
+Ctrl-C stops a running chunk; a line ending early continues on the next (>>).";
+
+/// Lua keywords, completed like globals.
+const KEYWORDS: &[&str] = &[
+    "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if", "in",
+    "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
+];
+
+/// Each global's name and, for tables, the names of its fields: what completion offers.
+type GlobalNames = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+/// Completion for the REPL: globals (and one level of their fields), tool names and tool
+/// argument names. Globals are a snapshot refreshed after every line.
+pub struct ReplHelper {
+    host: Arc<Host>,
+    globals: GlobalNames,
+}
+
+impl ReplHelper {
+    fn tool_names(&self) -> Vec<String> {
+        self.host
+            .tools(Profile::Full)
+            .iter()
+            .map(|(t, _)| t.spec().name.clone())
+            .collect()
+    }
+
+    fn arg_names(&self, tool: &str) -> Vec<String> {
+        self.host
+            .registry()
+            .get(tool)
+            .and_then(|t| {
+                t.spec()
+                    .input_schema
+                    .get("properties")
+                    .and_then(Json::as_object)
+                    .map(|p| p.keys().cloned().collect())
+            })
+            .unwrap_or_default()
+    }
+
+    /// The candidates at `pos`: where the replaced word starts, and the words.
+    pub fn candidates(&self, line: &str, pos: usize) -> (usize, Vec<String>) {
+        let before = &line[..pos];
+        let start = before
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+            .map_or(0, |i| {
+                i + before[i..].chars().next().map_or(1, char::len_utf8)
+            });
+        let word = &before[start..];
+        if let Some(tool) = open_tool_call(before)
+            && !word.contains('.')
+        {
+            let words = self
+                .arg_names(&tool)
+                .into_iter()
+                .filter(|a| a.starts_with(word))
+                .map(|a| format!("{a} = "))
+                .collect();
+            return (start, words);
+        }
+        if let Some((table, field)) = word.rsplit_once('.') {
+            let members: Vec<String> = if table == "tools" {
+                self.tool_names()
+            } else {
+                let globals = self.globals.lock().unwrap_or_else(|p| p.into_inner());
+                globals
+                    .iter()
+                    .find(|(g, _)| g == table)
+                    .map(|(_, m)| m.clone())
+                    .unwrap_or_default()
+            };
+            let mut out: Vec<String> = members
+                .into_iter()
+                .filter(|m| m.starts_with(field))
+                .map(|m| format!("{table}.{m}"))
+                .collect();
+            out.sort();
+            return (start, out);
+        }
+        let globals = self.globals.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<String> = globals
+            .iter()
+            .map(|(g, _)| g.clone())
+            .chain(KEYWORDS.iter().map(|k| k.to_string()))
+            .filter(|g| g.starts_with(word) && !word.is_empty())
+            .collect();
+        out.sort();
+        out.dedup();
+        (start, out)
+    }
+}
+
+/// The tool whose argument table is open at the end of `before` (`tools.NAME{` or
+/// `tools.NAME({` without its closing brace), if any.
+fn open_tool_call(before: &str) -> Option<String> {
+    let at = before.rfind("tools.")?;
+    let rest = &before[at + "tools.".len()..];
+    let name_len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    let name = &rest[..name_len];
+    let after = rest[name_len..].trim_start();
+    let after = after
+        .strip_prefix('(')
+        .map(str::trim_start)
+        .unwrap_or(after);
+    let inside = after.strip_prefix('{')?;
+    let depth = inside.chars().fold(1i32, |d, c| match c {
+        '{' => d + 1,
+        '}' => d - 1,
+        _ => d,
+    });
+    (depth > 0).then(|| name.to_string())
+}
+
+impl Completer for ReplHelper {
+    type Candidate = Pair;
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let (start, words) = self.candidates(line, pos);
+        Ok((
+            start,
+            words
+                .into_iter()
+                .map(|w| Pair {
+                    display: w.clone(),
+                    replacement: w,
+                })
+                .collect(),
+        ))
+    }
+}
+
+impl Hinter for ReplHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ReplHelper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
+        &'s self,
+        prompt: &'p str,
+        _default: bool,
+    ) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Validator for ReplHelper {}
+
+impl Helper for ReplHelper {}
+
+/// The session's state between lines.
+struct Session {
+    host: Arc<Host>,
+    handle: tokio::runtime::Handle,
+    vm: Vm,
+    mode: ConfirmMode,
+    current: Arc<Mutex<CancellationToken>>,
+    globals: GlobalNames,
+}
+
+impl Session {
+    fn context(&self) -> CallContext {
+        let token = CancellationToken::new();
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = token.clone();
+        let confirmer: Arc<dyn Confirmer> = match self.mode {
+            ConfirmMode::Confirmed => Arc::new(AlwaysYes),
+            _ if std::io::IsTerminal::is_terminal(&std::io::stdin()) => Arc::new(TtyPrompt::new()),
+            _ => Arc::new(NoPerson),
+        };
+        CallContext::root(Origin::Repl, self.mode)
+            .with_confirmer(confirmer)
+            .with_cancel(token)
+    }
+
+    /// Runs one complete chunk: an expression if it compiles as one, else statements.
+    fn eval(&self, source: &str) -> Result<Vec<String>> {
+        self.vm.set_context(self.context());
+        let as_expr = format!("return {source}");
+        let chunk = if self.vm.compile(&as_expr, "stdin").is_ok() {
+            as_expr
+        } else {
+            source.to_string()
+        };
+        let values = self.vm.exec(&chunk, "stdin")?;
+        let inspect = self.vm.exec("return require('inspect')", "repl")?;
+        let inspect = match inspect.into_iter().next() {
+            Some(mlua::Value::Function(f)) => f,
+            _ => {
+                return Err(Error::Script {
+                    message: "the inspect module is missing".into(),
+                });
+            }
+        };
+        let mut shown = Vec::new();
+        for v in values {
+            let text: String = inspect.call(v).unwrap_or_else(|e| format!("<{e}>"));
+            shown.push(text);
+        }
+        for p in self.vm.take_previews() {
+            shown.push(format!("(previewed, not run: {} — {})", p.tool, p.summary));
+        }
+        self.refresh_globals();
+        Ok(shown)
+    }
+
+    fn refresh_globals(&self) {
+        let mut snapshot = Vec::new();
+        let _ = self.vm.env().for_each::<mlua::Value, mlua::Value>(|k, v| {
+            if let mlua::Value::String(k) = k {
+                let name = k.to_string_lossy();
+                let mut members = Vec::new();
+                if let mlua::Value::Table(t) = v {
+                    let _ = t.for_each::<mlua::Value, mlua::Value>(|mk, _| {
+                        if let mlua::Value::String(mk) = mk {
+                            members.push(mk.to_string_lossy());
+                        }
+                        Ok(())
+                    });
+                }
+                snapshot.push((name, members));
+            }
+            Ok(())
+        });
+        // Members of the string library are reached through `string.`.
+        *self.globals.lock().unwrap_or_else(|p| p.into_inner()) = snapshot;
+    }
+
+    fn meta(&mut self, meta: Meta) -> bool {
+        match meta {
+            Meta::Help => println!("{HELP}"),
+            Meta::Tools => {
+                for (t, a) in self.host.tools(Profile::Full) {
+                    let s = t.spec();
+                    let avail = if a.is_available() {
+                        ""
+                    } else {
+                        "  (unavailable)"
+                    };
+                    println!("  {:<16} {:<6} {}{}", s.name, s.effect, s.title, avail);
+                }
+            }
+            Meta::Doc(name) => match self.host.registry().get(&name) {
+                Some(t) => {
+                    let s = t.spec();
+                    println!("{} — {} ({})\n{}", s.name, s.title, s.effect, s.description);
+                    let required: Vec<&str> = s.input_schema["required"]
+                        .as_array()
+                        .map(|r| r.iter().filter_map(Json::as_str).collect())
+                        .unwrap_or_default();
+                    if let Some(props) = s.input_schema["properties"].as_object() {
+                        for (k, p) in props {
+                            let ty = p
+                                .get("type")
+                                .map(|t| t.to_string().replace('"', ""))
+                                .unwrap_or_else(|| "any".into());
+                            let opt = if required.contains(&k.as_str()) {
+                                ""
+                            } else {
+                                "?"
+                            };
+                            let desc = p.get("description").and_then(Json::as_str).unwrap_or("");
+                            println!("  {k}{opt}: {ty}  {desc}");
+                        }
+                    }
+                    println!("example: tools.{}{{...}}", s.name);
+                }
+                None => {
+                    let e = Error::UnknownTool {
+                        suggestions: self.host.registry().closest(&name),
+                        name,
+                    };
+                    eprintln!("{e}");
+                }
+            },
+            Meta::Confirm(None) => println!("confirmation: {}", mode_name(self.mode)),
+            Meta::Confirm(Some(m)) => {
+                self.mode = m;
+                println!("confirmation: {}", mode_name(m));
+            }
+            Meta::Quit => return false,
+            Meta::Bad(msg) => eprintln!("{msg}"),
+        }
+        true
+    }
+}
+
+fn mode_name(m: ConfirmMode) -> &'static str {
+    match m {
+        ConfirmMode::Ask => "ask (y/N before each state-changing call)",
+        ConfirmMode::Preview => "preview (state-changing calls are previewed, not run)",
+        ConfirmMode::Confirmed => "yes (state-changing calls run; ask grants still ask)",
+    }
+}
+
+/// Runs the REPL until Ctrl-D or `/quit`. Call it from a blocking thread (not a runtime worker):
+/// Lua waits for gated calls with `handle.block_on`.
+pub fn run_blocking(host: Arc<Host>, handle: tokio::runtime::Handle) -> Result<u8> {
+    let current = Arc::new(Mutex::new(CancellationToken::new()));
+    let signal_target = Arc::clone(&current);
+    handle.spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            signal_target
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .cancel();
+        }
+    });
+    let config = host.config();
+    let options = VmOptions {
+        limits: config.limits.script(),
+        output: Output::Terminal,
+        ..Default::default()
+    };
+    let root = CallContext::root(Origin::Repl, ConfirmMode::Ask);
+    let vm = Vm::new(Arc::clone(&host), handle.clone(), root, options)?;
+    let globals = Arc::new(Mutex::new(Vec::new()));
+    let mut session = Session {
+        host: Arc::clone(&host),
+        handle,
+        vm,
+        mode: ConfirmMode::Ask,
+        current,
+        globals: Arc::clone(&globals),
+    };
+    session.refresh_globals();
+    let _ = &session.handle;
+
+    let editor_config = Config::builder()
+        .auto_add_history(true)
+        .max_history_size(1000)
+        .map_err(readline_error)?
+        .build();
+    let mut editor: Editor<ReplHelper, DefaultHistory> =
+        Editor::with_config(editor_config).map_err(readline_error)?;
+    editor.set_helper(Some(ReplHelper {
+        host: Arc::clone(&host),
+        globals,
+    }));
+    let history_file = host.paths().data_dir.join("repl_history.txt");
+    let _ = editor.load_history(&history_file);
+
+    println!(
+        "lmcp {} — Lua 5.4 with every tool as tools.NAME{{...}}. /help for help, Ctrl-D to leave.",
+        env!("CARGO_PKG_VERSION"),
+    );
+    let mut buffer = String::new();
+    loop {
+        let prompt = if buffer.is_empty() { "lmcp> " } else { ">> " };
+        match editor.readline(prompt) {
+            Ok(line) => {
+                if buffer.is_empty() {
+                    match parse_line(&line) {
+                        Input::Empty => continue,
+                        Input::Meta(m) => {
+                            if !session.meta(m) {
+                                break;
+                            }
+                            continue;
+                        }
+                        Input::Lua(_) => {}
+                    }
+                }
+                if !buffer.is_empty() {
+                    buffer.push('\n');
+                }
+                buffer.push_str(&line);
+                if session.vm.is_incomplete(&buffer) {
+                    continue;
+                }
+                let source = std::mem::take(&mut buffer);
+                match session.eval(&source) {
+                    Ok(lines) => {
+                        for l in lines {
+                            println!("{l}");
+                        }
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+            Err(ReadlineError::Interrupted) => {
+                buffer.clear();
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(readline_error(e)),
+        }
+        if !host.config().modes.private {
+            let _ = editor.save_history(&history_file);
+        }
+    }
+    Ok(0)
+}
+
+fn readline_error(e: ReadlineError) -> Error {
+    Error::Usage(format!("the line editor failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_into_inputs() {
+        assert_eq!(parse_line("   "), Input::Empty);
+        assert_eq!(parse_line("x = 1"), Input::Lua("x = 1".into()));
+        assert_eq!(parse_line("::top::"), Input::Lua("::top::".into()));
+        assert_eq!(parse_line("/help"), Input::Meta(Meta::Help));
+        assert_eq!(parse_line(" /tools "), Input::Meta(Meta::Tools));
+        assert_eq!(
+            parse_line("/doc calculate"),
+            Input::Meta(Meta::Doc("calculate".into()))
+        );
+        assert_eq!(
+            parse_line("/confirm preview"),
+            Input::Meta(Meta::Confirm(Some(ConfirmMode::Preview)))
+        );
+        assert_eq!(
+            parse_line("/confirm yes"),
+            Input::Meta(Meta::Confirm(Some(ConfirmMode::Confirmed)))
+        );
+        assert_eq!(parse_line("/confirm"), Input::Meta(Meta::Confirm(None)));
+        assert!(
+            matches!(parse_line("/confirm maybe"), Input::Meta(Meta::Bad(m)) if m.contains("unknown mode"))
+        );
+        assert!(matches!(parse_line("/doc"), Input::Meta(Meta::Bad(_))));
+        assert!(matches!(parse_line("/frob"), Input::Meta(Meta::Bad(m)) if m.contains("/frob")));
+        assert_eq!(parse_line("/quit"), Input::Meta(Meta::Quit));
+    }
+
+    #[test]
+    fn open_tool_calls_are_found() {
+        assert_eq!(
+            open_tool_call("x = tools.calculate{ex").as_deref(),
+            Some("calculate")
+        );
+        assert_eq!(
+            open_tool_call("tools.write_file({path = 'a', con").as_deref(),
+            Some("write_file")
+        );
+        assert_eq!(
+            open_tool_call("tools.calculate{expression = '1'} + x"),
+            None
+        );
+        assert_eq!(open_tool_call("tools.calc"), None);
+    }
+
+    #[test]
+    fn completion_candidates() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(dir.path())).unwrap();
+        let globals = Arc::new(Mutex::new(vec![
+            (
+                "string".to_string(),
+                vec!["format".to_string(), "find".to_string()],
+            ),
+            ("tostring".to_string(), vec![]),
+            ("tools".to_string(), vec![]),
+        ]));
+        let h = ReplHelper { host, globals };
+        assert_eq!(
+            h.candidates("tools.calc", 10),
+            (0, vec!["tools.calculate".to_string()])
+        );
+        assert_eq!(
+            h.candidates("x = tools.calculate{ex", 22),
+            (20, vec!["expression = ".to_string()])
+        );
+        assert_eq!(
+            h.candidates("print(string.f", 14),
+            (
+                6,
+                vec!["string.find".to_string(), "string.format".to_string()]
+            )
+        );
+        assert_eq!(h.candidates("tos", 3), (0, vec!["tostring".to_string()]));
+        assert_eq!(h.candidates("whi", 3), (0, vec!["while".to_string()]));
+    }
+}

@@ -1,0 +1,110 @@
+//! The REPL end to end, through a pseudo-terminal: multi-line input, completion, a confirmation
+//! prompt, Ctrl-C during an endless loop, meta-commands and history.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::process::Command;
+
+use rexpect::session::{PtySession, spawn_command};
+
+fn repl(home: &std::path::Path) -> PtySession {
+    let mut cmd = Command::new(common::bin());
+    cmd.arg("repl").env("LMCP_HOME", home).env("TERM", "xterm");
+    let mut p = spawn_command(cmd, Some(15_000)).expect("spawn the REPL");
+    p.exp_string("lmcp> ").expect("the first prompt");
+    p
+}
+
+/// Sends a line, waits for `expect` in the output, then for the next prompt, so nothing is
+/// typed before the line editor reads again (it flushes typed-ahead input).
+fn cmd(p: &mut PtySession, line: &str, expect: &str, prompt: &str) {
+    p.send_line(line).unwrap();
+    if !expect.is_empty() {
+        p.exp_string(expect)
+            .unwrap_or_else(|e| panic!("{line}: waiting for {expect:?}: {e}"));
+    }
+    p.exp_string(prompt)
+        .unwrap_or_else(|e| panic!("{line}: waiting for the prompt: {e}"));
+}
+
+#[test]
+fn a_session_end_to_end() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+
+    // an expression prints its value
+    cmd(
+        &mut p,
+        "tools.calculate{expression = '6*7'}",
+        "value = 42",
+        main,
+    );
+
+    // multi-line input continues on >>
+    cmd(&mut p, "total = 0", "", main);
+    cmd(&mut p, "for i = 1, 3 do", "", ">> ");
+    cmd(&mut p, "total = total + i", "", ">> ");
+    cmd(&mut p, "end", "", main);
+    cmd(&mut p, "total * 100", "600", main);
+
+    // completion of a tool name, then of an argument name
+    p.send("tools.calcu\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("tools.calculate").unwrap();
+    p.send("{expr\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("expression = ").unwrap();
+    cmd(&mut p, "'2^8'}", "value = 256", main);
+
+    // a state-changing call asks, default no
+    cmd(
+        &mut p,
+        "tools.write_file{path = 'x.txt', content = 'hello'}",
+        "",
+        "Allow? [y/N]",
+    );
+    cmd(&mut p, "", "a person declined", main);
+    assert!(!home.path().join("data/workspace/x.txt").exists());
+    cmd(
+        &mut p,
+        "tools.write_file{path = 'x.txt', content = 'hello'}",
+        "",
+        "Allow? [y/N]",
+    );
+    cmd(&mut p, "y", "bytes = 5", main);
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("data/workspace/x.txt")).unwrap(),
+        "hello"
+    );
+
+    // Ctrl-C stops a running chunk and the session goes on
+    p.send_line("while true do end").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    p.send_control('c').unwrap();
+    p.exp_string("cancelled").unwrap();
+    p.exp_string(main).unwrap();
+    cmd(&mut p, "total", "6", main);
+
+    // meta-commands
+    cmd(&mut p, "/confirm preview", "confirmation: preview", main);
+    cmd(
+        &mut p,
+        "tools.write_file{path = 'y.txt', content = 'no'}",
+        "previewed, not run: write_file",
+        main,
+    );
+    cmd(&mut p, "/doc list_dir", "List a folder (read)", main);
+    cmd(&mut p, "/nope", "unknown command `/nope`", main);
+
+    // errors are shown and the session goes on
+    cmd(&mut p, "error('boom')", "stdin:1: boom", main);
+
+    // Ctrl-D leaves
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+    let history = std::fs::read_to_string(home.path().join("data/repl_history.txt")).unwrap();
+    assert!(history.contains("total * 100"), "{history}");
+}
