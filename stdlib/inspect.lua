@@ -29,7 +29,8 @@ end
 local function render(v, opts, depth, seen, out, level)
   local t = type(v)
   if t == "string" then
-    out[#out + 1] = string.format("%q", v)
+    -- %q writes a newline as a backslash and a real newline; show it as \n instead.
+    out[#out + 1] = (string.format("%q", v):gsub("\\\n", "\\n"))
   elseif v == json.null then
     out[#out + 1] = "null"
   elseif t ~= "table" then

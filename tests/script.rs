@@ -218,7 +218,7 @@ async fn cancellation_stops_a_running_script() {
     let e = lmcp::script::run(&t.host, script, ctx, Default::default())
         .await
         .unwrap_err();
-    assert_eq!(e.class(), "cancelled");
+    assert_eq!(e.error.class(), "cancelled");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,6 +75,12 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<RootsCommand>,
     },
+    /// Write LuaLS definitions of every tool (for editor completion and type checks).
+    Types {
+        /// Write them to this file instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Show the most recent calls (shapes only, never values).
     History {
         /// How many calls to show.
@@ -285,6 +291,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),
         Command::History { count } => history(host, count, json),
+        Command::Types { output } => types(host, output, json),
         Command::Paths => paths(host, json),
     }
 }
@@ -816,6 +823,24 @@ fn history(host: &Arc<Host>, count: usize, json: bool) -> Result<u8> {
             &rows,
         )
     });
+    Ok(0)
+}
+
+fn types(host: &Arc<Host>, output: Option<PathBuf>, json: bool) -> Result<u8> {
+    let text = crate::script::types::lua_definitions(&host.registry().all());
+    match output {
+        Some(path) => {
+            crate::store::atomic_write(&path, text.as_bytes())?;
+            let shown = path.display().to_string();
+            emit(
+                json,
+                &json!({"written": shown, "bytes": text.len()}),
+                || format!("wrote {shown}"),
+            );
+        }
+        None if json => emit(true, &json!({"definitions": text}), String::new),
+        None => print!("{text}"),
+    }
     Ok(0)
 }
 

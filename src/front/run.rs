@@ -52,7 +52,26 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         source,
         name: chunk_name(path),
     };
-    let outcome = script::run(host, script, ctx, options).await?;
+    let outcome = match script::run(host, script, ctx, options).await {
+        Ok(o) => o,
+        Err(failure) if json => {
+            let e = &failure.error;
+            let value = json!({
+                "outcome": "failed",
+                "error": {"class": e.class(), "message": e.to_string()},
+                "previews": failure.previews,
+                "output": failure.output,
+            });
+            emit(true, &value, String::new);
+            return Ok(e.exit_code());
+        }
+        Err(failure) => {
+            if !failure.previews.is_empty() {
+                eprint!("{}", render(&Value::Null, &failure.previews));
+            }
+            return Err(failure.error);
+        }
+    };
     let value = json!({
         "outcome": "done",
         "result": outcome.value,

@@ -45,6 +45,7 @@
 pub mod convert;
 pub mod patterns;
 mod stdlib;
+pub mod types;
 mod vm;
 
 pub use stdlib::{STDLIB_MODULES, module_source};
@@ -52,7 +53,7 @@ pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::gate::CallContext;
 use crate::host::Host;
 
@@ -68,6 +69,34 @@ pub struct Script {
     pub name: String,
 }
 
+/// A failed run: the error, and what the script printed and previewed before it failed (so a
+/// caller can show the run's log and inspect side effects).
+#[derive(Debug)]
+pub struct ScriptFailure {
+    /// Why the run failed.
+    pub error: Error,
+    /// Captured output up to the failure.
+    pub output: String,
+    /// Calls previewed before the failure.
+    pub previews: Vec<crate::gate::Preview>,
+}
+
+impl From<ScriptFailure> for Error {
+    fn from(f: ScriptFailure) -> Error {
+        f.error
+    }
+}
+
+impl From<Error> for ScriptFailure {
+    fn from(error: Error) -> ScriptFailure {
+        ScriptFailure {
+            error,
+            output: String::new(),
+            previews: Vec::new(),
+        }
+    }
+}
+
 /// Runs a script in a fresh sandbox on a blocking thread and returns its outcome. The context's
 /// deadline and cancellation token bound it.
 pub async fn run(
@@ -75,15 +104,22 @@ pub async fn run(
     script: Script,
     ctx: CallContext,
     options: VmOptions,
-) -> Result<ScriptOutcome> {
+) -> std::result::Result<ScriptOutcome, ScriptFailure> {
     let host = Arc::clone(host);
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let vm = Vm::new(host, handle, ctx, options)?;
         vm.run(&script.source, &script.name)
+            .map_err(|error| ScriptFailure {
+                error,
+                output: vm.take_output(),
+                previews: vm.take_previews(),
+            })
     })
     .await
-    .map_err(|e| Error::Script {
-        message: format!("the script's thread failed: {e}"),
+    .map_err(|e| {
+        ScriptFailure::from(Error::Script {
+            message: format!("the script's thread failed: {e}"),
+        })
     })?
 }

@@ -210,5 +210,15 @@ pub async fn run_lua(
         source: source.to_string(),
         name: "test.lua".into(),
     };
-    lmcp::script::run(host, script, ctx, options).await
+    lmcp::script::run(host, script, ctx, options)
+        .await
+        .map_err(|f| {
+            if f.output.is_empty() {
+                f.error
+            } else {
+                lmcp::Error::Script {
+                    message: format!("{}\n--- output ---\n{}", f.error, f.output),
+                }
+            }
+        })
 }
