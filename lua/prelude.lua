@@ -92,6 +92,27 @@ env.load = function(chunk, name, mode, chunk_env)
   if chunk_env == nil then
     chunk_env = env
   end
+  if raw_type(chunk) == "function" then
+    -- Read the whole chunk first, so it can be checked like any other.
+    local parts = {}
+    while true do
+      local piece = chunk()
+      if piece == nil or piece == "" then
+        break
+      end
+      if raw_type(piece) ~= "string" then
+        return nil, "reader function must return a string"
+      end
+      parts[#parts + 1] = piece
+    end
+    chunk = concat(parts)
+  end
+  if raw_type(chunk) == "string" then
+    local refused = api.close_check(chunk, name)
+    if refused then
+      return nil, refused
+    end
+  end
   return raw_load(chunk, name, "t", chunk_env)
 end
 
@@ -257,7 +278,14 @@ env.require = function(name)
   if source == nil then
     raw_error(chunkname, 2)
   end
-  local f = raw_load(source, chunkname, "t", env)
+  local refused = api.close_check(source, chunkname)
+  if refused then
+    raw_error(refused, 2)
+  end
+  local f, err = raw_load(source, chunkname, "t", env)
+  if not f then
+    raw_error(err, 2)
+  end
   value = f(name)
   if value == nil then
     value = true

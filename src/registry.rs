@@ -370,7 +370,9 @@ where
 /// A registered tool: its spec, its compiled input validator and its (private) handler.
 pub struct Tool {
     spec: ToolSpec,
-    validator: jsonschema::Validator,
+    /// Compiled on first use: compiling every schema at start cost more than the rest of
+    /// opening the host.
+    validator: std::sync::OnceLock<std::result::Result<jsonschema::Validator, String>>,
     handler: Handler,
 }
 
@@ -381,8 +383,37 @@ impl Tool {
     }
 
     /// The compiled input schema.
-    pub(crate) fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+    pub(crate) fn validator(&self) -> Result<&jsonschema::Validator> {
+        self.validator
+            .get_or_init(|| {
+                jsonschema::validator_for(&self.spec.input_schema).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|m| Error::Definition {
+                tool: self.spec.name.clone(),
+                message: format!("the input schema does not compile: {m}"),
+            })
+    }
+
+    /// Checks the tool's schemas fully: both are valid JSON Schema and the input schema
+    /// compiles. [`Registry::register`] does this for every tool it is given; built-in tools
+    /// are checked by a test instead, to keep start-up fast.
+    pub fn check(&self) -> Result<()> {
+        let bad = |message: String| Error::Definition {
+            tool: self.spec.name.clone(),
+            message,
+        };
+        for (which, schema) in [
+            ("input", Some(&self.spec.input_schema)),
+            ("output", self.spec.output_schema.as_ref()),
+        ] {
+            if let Some(schema) = schema {
+                jsonschema::meta::validate(schema).map_err(|e| {
+                    bad(format!("the {which} schema is not valid JSON Schema: {e}"))
+                })?;
+            }
+        }
+        self.validator().map(|_| ())
     }
 
     /// Runs the handler. Only the gate holds a [`Pass`], so only the gate can call this.
@@ -412,9 +443,20 @@ impl Registry {
         Registry::default()
     }
 
-    /// Adds a tool after checking its name and schemas. Fails if the name is taken.
+    /// Adds a tool after checking its name and schemas fully. Fails if the name is taken.
     pub fn register(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
         let tool = Self::build(spec, handler)?;
+        tool.check()?;
+        self.insert(tool)
+    }
+
+    /// Adds a built-in tool with the cheap checks only; its schemas are compiled on first use
+    /// (a test checks them all fully).
+    pub(crate) fn register_builtin(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
+        self.insert(Self::build(spec, handler)?)
+    }
+
+    fn insert(&self, tool: Tool) -> Result<()> {
         let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
         if tools.contains_key(&tool.spec.name) {
             return Err(Error::Definition {
@@ -449,26 +491,14 @@ impl Registry {
                 "the input schema must be an object schema (`\"type\": \"object\"`)".into(),
             ));
         }
-        for (which, schema) in [
-            ("input", Some(&spec.input_schema)),
-            ("output", spec.output_schema.as_ref()),
-        ] {
-            if let Some(schema) = schema {
-                jsonschema::meta::validate(schema).map_err(|e| {
-                    bad(format!("the {which} schema is not valid JSON Schema: {e}"))
-                })?;
-            }
-        }
         if spec.annotations.read_only_hint != (spec.effect == Effect::Read) {
             return Err(bad(
                 "readOnlyHint must be true exactly when the effect is read".into(),
             ));
         }
-        let validator = jsonschema::validator_for(&spec.input_schema)
-            .map_err(|e| bad(format!("the input schema does not compile: {e}")))?;
         Ok(Tool {
             spec,
-            validator,
+            validator: std::sync::OnceLock::new(),
             handler,
         })
     }

@@ -14,6 +14,7 @@ fn every_tool_is_fully_described() {
     let tools = host.registry().all();
     assert!(tools.len() >= 6);
     for tool in tools {
+        tool.check().unwrap_or_else(|e| panic!("{e}"));
         let s = tool.spec();
         assert!(
             !s.description.trim().is_empty(),

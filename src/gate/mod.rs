@@ -106,7 +106,10 @@ async fn decide_and_run(
     }
 
     // 3. arguments
-    let problems = schema_problems(tool, &args);
+    let problems = match schema_problems(tool, &args) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(e),
+    };
     if !problems.is_empty() {
         return Outcome::Failed(Error::InvalidArgs {
             tool: name,
@@ -238,8 +241,9 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Validates arguments; at most [`MAX_PROBLEMS`] problems, each without the offending value.
-fn schema_problems(tool: &Tool, args: &Value) -> Vec<SchemaProblem> {
-    tool.validator()
+fn schema_problems(tool: &Tool, args: &Value) -> crate::error::Result<Vec<SchemaProblem>> {
+    Ok(tool
+        .validator()?
         .iter_errors(args)
         .take(MAX_PROBLEMS)
         .map(|e| SchemaProblem {
@@ -247,7 +251,7 @@ fn schema_problems(tool: &Tool, args: &Value) -> Vec<SchemaProblem> {
             rule: e.kind().keyword().to_string(),
             message: e.masked().to_string(),
         })
-        .collect()
+        .collect())
 }
 
 /// "would call NAME (effect) with a, b" when a tool has no summarizer of its own.

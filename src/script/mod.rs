@@ -27,6 +27,9 @@
 //!   linear; `string.rep` of empty strings returns at once; `table.move` runs as Lua. What is
 //!   left (`string.rep`, `table.concat`, `table.sort`, `string.format`...) does work in
 //!   proportion to memory the script must allocate first, so the memory limit bounds it.
+//! - **`<close>` variables.** Lua unwinds a hook-raised error with hooks off, running every
+//!   `__close` on the way; one that loops could never be stopped. Chunks declaring to-be-closed
+//!   variables are refused before they compile (a small lexer finds the attribute).
 //! - **Memory.** `set_memory_limit` turns allocation bombs into a "not enough memory" error; the
 //!   host and the state live on.
 //! - **Depth.** Lua's own stack and C-stack limits stop deep recursion with an error; tool calls
@@ -42,6 +45,7 @@
 //! on a blocking thread and waits for each gated call with `Handle::block_on`, so coroutines
 //! and pcall work around tool calls exactly as around any function.
 
+mod closecheck;
 pub mod convert;
 pub mod patterns;
 mod stdlib;

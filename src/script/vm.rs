@@ -330,6 +330,11 @@ impl Vm {
 
     /// Compiles a chunk in text mode, in the script environment.
     pub fn compile(&self, source: &str, chunk_name: &str) -> Result<Function> {
+        if let Some(line) = super::closecheck::find_close_attribute(source) {
+            return Err(Error::Script {
+                message: close_message(chunk_name, line),
+            });
+        }
         self.lua
             .load(source)
             .set_name(format!("={chunk_name}"))
@@ -404,6 +409,10 @@ fn clean_message(message: &str) -> String {
         Some(i) => m[..i].to_string(),
         None => m.to_string(),
     }
+}
+
+fn close_message(chunk: &str, line: usize) -> String {
+    format!("{chunk}:{line}: to-be-closed variables (<close>) are not available in the sandbox")
 }
 
 fn memory_error(limit: usize) -> Error {
@@ -597,6 +606,20 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     )?;
 
     api.set("patterns", pattern_api(lua, state)?)?;
+    api.set(
+        "close_check",
+        lua.create_function(|_, (src, name): (mlua::LuaString, Option<String>)| {
+            let src = src.to_string_lossy();
+            Ok(super::closecheck::find_close_attribute(&src).map(|line| {
+                close_message(
+                    name.as_deref()
+                        .unwrap_or("chunk")
+                        .trim_start_matches(['=', '@']),
+                    line,
+                )
+            }))
+        })?,
+    )?;
     Ok(api)
 }
 

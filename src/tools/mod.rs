@@ -17,11 +17,11 @@ use crate::registry::Registry;
 
 /// Registers every built-in tool.
 pub fn register_builtins(registry: &Registry) -> Result<()> {
-    registry.register(datetime::spec(), datetime::handler())?;
-    registry.register(calculate::spec(), calculate::handler())?;
-    registry.register(files::read_spec(), files::read_handler())?;
-    registry.register(files::write_spec(), files::write_handler())?;
-    registry.register(files::list_spec(), files::list_handler())?;
-    registry.register(command::spec(), command::handler_fn())?;
+    registry.register_builtin(datetime::spec(), datetime::handler())?;
+    registry.register_builtin(calculate::spec(), calculate::handler())?;
+    registry.register_builtin(files::read_spec(), files::read_handler())?;
+    registry.register_builtin(files::write_spec(), files::write_handler())?;
+    registry.register_builtin(files::list_spec(), files::list_handler())?;
+    registry.register_builtin(command::spec(), command::handler_fn())?;
     Ok(())
 }
