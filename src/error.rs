@@ -115,6 +115,62 @@ pub enum Error {
     /// A Lua script failed: a syntax error, or an error it raised and did not catch.
     #[error("{message}")]
     Script { message: String },
+
+    /// A step of a program failed; the steps completed before it are kept so the caller can
+    /// inspect their side effects before retrying.
+    #[error("{0}")]
+    StepFailed(Box<StepFailure>),
+}
+
+/// Where a program stopped, and what it had done before.
+#[derive(Debug, Clone)]
+pub struct StepFailure {
+    /// The program (custom tool, recipe) that stopped.
+    pub program: String,
+    /// The failing step's id.
+    pub step: String,
+    /// The tool the failing step called.
+    pub tool: String,
+    /// The failing step's error class.
+    pub class: String,
+    /// The failing step's error message.
+    pub message: String,
+    /// `{id, tool, status, result}` of each completed step.
+    pub completed: Vec<serde_json::Value>,
+}
+
+impl std::fmt::Display for StepFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} stopped at step `{}` ({}): {}{}",
+            self.program,
+            self.step,
+            self.tool,
+            self.message,
+            completed_note(&self.completed)
+        )
+    }
+}
+
+fn completed_note(completed: &[serde_json::Value]) -> String {
+    if completed.is_empty() {
+        return "; no step had completed".to_string();
+    }
+    let names: Vec<String> = completed
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c["id"].as_str().unwrap_or("?"),
+                c["tool"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    format!(
+        "; completed before it: {} — check their effects before retrying",
+        names.join(", ")
+    )
 }
 
 impl Error {
@@ -137,6 +193,7 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::Header { .. } => "header",
             Error::Script { .. } => "script_error",
+            Error::StepFailed(_) => "step_failed",
         }
     }
 
@@ -150,7 +207,22 @@ impl Error {
             | Error::Header { .. }
             | Error::Definition { .. } => 2,
             Error::Denied { .. } | Error::NeedsConfirmation { .. } | Error::Unavailable { .. } => 3,
+            Error::StepFailed(f) if matches!(f.class.as_str(), "denied" | "needs_confirmation") => {
+                3
+            }
             _ => 1,
+        }
+    }
+
+    /// Structured details for machine readers (MCP results, `--json`): the completed steps of a
+    /// failed program.
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Error::StepFailed(f) => Some(serde_json::json!({
+                "failed_step": {"id": f.step, "tool": f.tool, "error": {"class": f.class, "message": f.message}},
+                "completed_steps": f.completed,
+            })),
+            _ => None,
         }
     }
 

@@ -69,6 +69,8 @@ impl Host {
             paths,
         };
         tools::register_builtins(&host.registry)?;
+        crate::library::register_tools(&host.registry)?;
+        crate::library::load_all(&host);
         Ok(Arc::new(host))
     }
 

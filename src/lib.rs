@@ -12,6 +12,7 @@
 //! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
 //! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
 //! | [`script`]   | the Lua engine: sandboxed VM, limits, the `tools` bridge, stdlib          |
+//! | [`library`]  | saved programs: custom tools (their store, checks and authoring tools)   |
 //! | [`program`]  | what programs share: the header (name, params, timeout, uses)            |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command         |
 //! | [`front`]    | the front doors: the command line                                        |
@@ -22,6 +23,7 @@ pub mod error;
 pub mod front;
 pub mod gate;
 pub mod host;
+pub mod library;
 pub mod program;
 pub mod registry;
 pub mod script;

@@ -196,6 +196,37 @@ impl Availability {
     }
 }
 
+/// The tools a program (a custom tool, a skill script) may call while it runs. The gate checks
+/// every call made inside the program, however deeply nested, against it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capabilities {
+    /// Exactly these leaf tools.
+    Tools(Vec<String>),
+    /// Leaf tools whose effect is read (a Lua program that declared no `---@uses`).
+    ReadOnly,
+}
+
+impl Capabilities {
+    /// Whether a call of `spec` is allowed.
+    pub fn allows(&self, spec: &ToolSpec) -> bool {
+        spec.kind == Kind::Leaf
+            && match self {
+                Capabilities::Tools(names) => names.iter().any(|n| n == &spec.name),
+                Capabilities::ReadOnly => spec.effect == Effect::Read,
+            }
+    }
+
+    /// For people: "read_file, calculate" or "read tools only".
+    pub fn describe(&self) -> String {
+        match self {
+            Capabilities::Tools(names) if names.is_empty() => "no tools".to_string(),
+            Capabilities::Tools(names) => names.join(", "),
+            Capabilities::ReadOnly => "read tools only".to_string(),
+        }
+    }
+}
+
 /// Builds a one-line summary of a call's arguments for previews and confirmation prompts.
 pub type Summarizer = fn(&Value) -> String;
 
@@ -224,6 +255,8 @@ pub struct ToolSpec {
     pub requires: Requirements,
     /// False for tools whose contract has no preview (sent when called, e.g. friction reports).
     pub has_preview: bool,
+    /// For programs exposed as tools: the tools they may call. `None` for tools that call none.
+    pub capabilities: Option<Capabilities>,
     /// Optional argument summary for previews and prompts.
     #[serde(skip)]
     pub summarize: Option<Summarizer>,
@@ -244,8 +277,16 @@ impl ToolSpec {
             profile: Profile::Core,
             requires: Requirements::default(),
             has_preview: true,
+            capabilities: None,
             summarize: None,
         }
+    }
+
+    /// Declares which tools this program may call; the gate refuses any other call made while
+    /// it runs.
+    pub fn capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = Some(capabilities);
+        self
     }
 
     /// Sets the effect and annotations together, since they must agree.
@@ -432,9 +473,19 @@ impl fmt::Debug for Tool {
 
 /// All tools, by name. Cheap to read from many threads; tools can be added and removed at run
 /// time (custom tools, skills).
-#[derive(Default)]
 pub struct Registry {
     tools: RwLock<BTreeMap<String, Arc<Tool>>>,
+    /// Bumped on every change, so front doors (the MCP server) can announce new tool lists.
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            tools: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl Registry {
@@ -456,6 +507,27 @@ impl Registry {
         self.insert(Self::build(spec, handler)?)
     }
 
+    /// A receiver that sees a new value after every change of the tool list.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Adds or replaces a tool (a custom tool saved again with `replace`), after full checks.
+    pub fn register_or_replace(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
+        let tool = Self::build(spec, handler)?;
+        tool.check()?;
+        self.tools
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tool.spec.name.clone(), Arc::new(tool));
+        self.changed();
+        Ok(())
+    }
+
     fn insert(&self, tool: Tool) -> Result<()> {
         let mut tools = self.tools.write().unwrap_or_else(|p| p.into_inner());
         if tools.contains_key(&tool.spec.name) {
@@ -465,16 +537,23 @@ impl Registry {
             });
         }
         tools.insert(tool.spec.name.clone(), Arc::new(tool));
+        drop(tools);
+        self.changed();
         Ok(())
     }
 
     /// Removes a tool; returns whether it was there.
     pub fn unregister(&self, name: &str) -> bool {
-        self.tools
+        let removed = self
+            .tools
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name)
-            .is_some()
+            .is_some();
+        if removed {
+            self.changed();
+        }
+        removed
     }
 
     fn build(spec: ToolSpec, handler: Handler) -> Result<Tool> {

@@ -73,6 +73,44 @@ tools = {}
 ---@return calculate_result
 function tools.calculate(args) end
 
+---@class custom_tool_create_args
+---@field name string
+---@field description string
+---@field parameters? table[]
+---@field steps? table[]
+---@field lua? string
+---@field replace? boolean
+---Save a named, reusable workflow as a new tool, discoverable at once and kept across restarts.
+---Discover existing tools first; prefer a direct call for one-off work. Names start with user_.
+---Give a precise description and typed parameters [{name, type (string, number, integer, boolean,
+---object, array), description, required}], then either JSON steps [{id (unique), tool (an existing
+---leaf tool), arguments}] or a Lua body (`lua`, a program with a ---@param header and ---@uses
+---listing the tools it calls). In arguments, {"$input": "name"} substitutes an input and {"$step":
+---"earlier_id", "path": "result"} reads an earlier step's result (deeper: "result.items[0].name");
+---other JSON is literal. References point backward; an optional input cannot fill an argument its
+---tool requires. Steps cannot be gateways, workflows or authoring tools. Replacing a tool needs
+---replace: true.
+---effect: write
+---@param args custom_tool_create_args
+---@return any
+function tools.custom_tool_create(args) end
+
+---@class custom_tool_delete_args
+---@field name string
+---Delete a saved custom tool (user_*). Only when asked to: it cannot be undone.
+---effect: write (destructive)
+---@param args custom_tool_delete_args
+---@return any
+function tools.custom_tool_delete(args) end
+
+---@class custom_tool_list_args
+---List the saved custom tools (user_*): description, body (steps or lua), effect, the tools each
+---may call, input schema, and when it was created and updated.
+---effect: read
+---@param args? custom_tool_list_args
+---@return any
+function tools.custom_tool_list(args) end
+
 ---@class get_datetime_args
 ---@class get_datetime_result
 ---@field date string

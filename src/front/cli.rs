@@ -109,6 +109,24 @@ pub enum ToolCommand {
         /// The tool's name.
         name: String,
     },
+    /// Save a custom tool from a definition file (.json) or a Lua program with a header (.lua).
+    Create {
+        /// The definition.
+        file: PathBuf,
+        /// Replace a custom tool of the same name.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// List the custom tools.
+    List,
+    /// Delete a custom tool (asks first; --yes to confirm up front).
+    Delete {
+        /// The tool's name (user_...).
+        name: String,
+        /// Confirm without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
 }
 
 /// `lmcp call NAME [ARGS]`
@@ -285,6 +303,16 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Tool(ToolCommand::Show { name }) => show_tool(host, &name, json),
         Command::Tool(ToolCommand::Enable { name }) => enable_tool(host, &name, true, json),
         Command::Tool(ToolCommand::Disable { name }) => enable_tool(host, &name, false, json),
+        Command::Tool(ToolCommand::Create { file, replace }) => {
+            let args = custom_tool_args(&file, replace)?;
+            call_tool(host, "custom_tool_create", args, false, json).await
+        }
+        Command::Tool(ToolCommand::List) => {
+            call_tool(host, "custom_tool_list", json!({}), false, json).await
+        }
+        Command::Tool(ToolCommand::Delete { name, yes }) => {
+            call_tool(host, "custom_tool_delete", json!({"name": name}), yes, json).await
+        }
         Command::Call(args) => call(host, args, json).await,
         Command::Run(args) => super::run::run_file(host, args, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),
@@ -395,6 +423,7 @@ fn show_tool(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> {
         "effect": s.effect, "kind": s.kind, "profile": s.profile,
         "annotations": s.annotations, "availability": availability,
         "grant": grant, "grant_source": source, "has_preview": s.has_preview,
+        "may_call": s.capabilities.as_ref().map(|c| c.describe()),
         "input_schema": s.input_schema, "output_schema": s.output_schema,
     });
     emit(json, &value, || {
@@ -424,6 +453,13 @@ fn show_tool(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> {
             a.open_world_hint,
             pretty(&s.input_schema),
         );
+        if let Some(c) = &s.capabilities {
+            out = out.replacen(
+                "\n\ninput schema:",
+                &format!("\nmay call      {}\n\ninput schema:", c.describe()),
+                1,
+            );
+        }
         if let Some(o) = &s.output_schema {
             out.push_str(&format!("\noutput schema:\n{}\n", pretty(o)));
         }
@@ -476,6 +512,62 @@ fn read_call_args(raw: Option<&str>) -> Result<Value> {
         )));
     }
     Ok(value)
+}
+
+/// The arguments of `custom_tool_create` from a file: a JSON definition, or a Lua program whose
+/// header names and describes it.
+fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<Value> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+    let mut args = match file.extension().and_then(|e| e.to_str()) {
+        Some("json") => {
+            let v: Value = serde_json::from_str(&text)
+                .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display())))?;
+            if !v.is_object() {
+                return Err(Error::Usage(format!(
+                    "{} must hold a JSON object",
+                    file.display()
+                )));
+            }
+            v
+        }
+        Some("lua") => {
+            let header = crate::program::header::Header::parse(&text)?;
+            let (Some(name), Some(description)) = (header.name, header.description) else {
+                return Err(Error::Usage(format!(
+                    "{} needs `---@name user_...` and `---@description ...` in its header",
+                    file.display()
+                )));
+            };
+            json!({"name": name, "description": description, "lua": text})
+        }
+        _ => {
+            return Err(Error::Usage(format!(
+                "{} is neither .json nor .lua",
+                file.display()
+            )));
+        }
+    };
+    if replace {
+        args["replace"] = json!(true);
+    }
+    Ok(args)
+}
+
+/// Calls one tool for a subcommand (a person's direct action: confirmed, asking where a grant
+/// says ask) and renders the outcome.
+async fn call_tool(host: &Arc<Host>, name: &str, args: Value, yes: bool, json: bool) -> Result<u8> {
+    let confirmer: Arc<dyn Confirmer> = if yes {
+        Arc::new(AlwaysYes)
+    } else if std::io::stdin().is_terminal() {
+        Arc::new(TtyPrompt::new())
+    } else {
+        Arc::new(NoPerson)
+    };
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer);
+    cancel_on_ctrl_c(&ctx);
+    let outcome = host.call(CallRequest::new(name, args, ctx)).await;
+    render_outcome(&outcome, json);
+    Ok(outcome.exit_code())
 }
 
 async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::confirm::{Confirmer, NoPerson};
 use crate::error::Error;
-use crate::registry::Effect;
+use crate::registry::{Capabilities, Effect};
 
 /// Which front door a call came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -93,6 +93,11 @@ pub struct CallContext {
     progress: Option<ProgressSink>,
     confirm: ConfirmMode,
     confirmer: Arc<dyn Confirmer>,
+    /// Programs this call runs inside that declared what they may call: (program, capabilities).
+    restrictions: Arc<Vec<(String, Capabilities)>>,
+    /// A person said yes to the call this context runs under (a custom tool as a whole): its
+    /// steps run under that yes instead of asking again.
+    approved: bool,
 }
 
 impl fmt::Debug for CallContext {
@@ -120,6 +125,8 @@ impl CallContext {
             progress: None,
             confirm,
             confirmer: Arc::new(NoPerson),
+            restrictions: Arc::new(Vec::new()),
+            approved: false,
         }
     }
 
@@ -215,6 +222,34 @@ impl CallContext {
 
     pub(crate) fn confirmer(&self) -> &Arc<dyn Confirmer> {
         &self.confirmer
+    }
+
+    /// Limits every call made in this context (and below it) to what `program` declared it may
+    /// call. Restrictions only accumulate: a nested program cannot lift its parent's.
+    pub fn restricted(mut self, program: &str, capabilities: Capabilities) -> Self {
+        let mut r = (*self.restrictions).clone();
+        r.push((program.to_string(), capabilities));
+        self.restrictions = Arc::new(r);
+        self
+    }
+
+    /// The first program whose declared capabilities refuse `spec`, if any.
+    pub(crate) fn refusing_program(
+        &self,
+        spec: &crate::registry::ToolSpec,
+    ) -> Option<&(String, Capabilities)> {
+        self.restrictions
+            .iter()
+            .find(|(_, caps)| !caps.allows(spec))
+    }
+
+    /// Whether a person already said yes to the call this context runs under.
+    pub fn is_approved(&self) -> bool {
+        self.approved
+    }
+
+    pub(crate) fn approve(&mut self) {
+        self.approved = true;
     }
 }
 
@@ -328,10 +363,16 @@ impl Outcome {
             Outcome::NeedsConfirmation { tool, reason } => {
                 json!({"outcome": "needs_confirmation", "tool": tool, "reason": reason})
             }
-            Outcome::Failed(e) => json!({
-                "outcome": "failed",
-                "error": {"class": e.class(), "message": e.to_string()},
-            }),
+            Outcome::Failed(e) => {
+                let mut v = json!({
+                    "outcome": "failed",
+                    "error": {"class": e.class(), "message": e.to_string()},
+                });
+                if let Some(d) = e.details() {
+                    v["error"]["details"] = d;
+                }
+                v
+            }
         }
     }
 }

@@ -3,7 +3,9 @@
 //! [`call`] takes a [`CallRequest`] and runs these stages, in this order, stopping at the first
 //! that decides the outcome:
 //!
-//! 1. **resolve** the tool; an unknown name fails with the closest names as suggestions;
+//! 1. **resolve** the tool; an unknown name fails with the closest names as suggestions; inside
+//!    a program that declared its capabilities (`---@uses`, JSON steps), any other tool is
+//!    denied;
 //! 2. **availability**: an unavailable tool fails with the reason;
 //! 3. **validate** the arguments against the input schema; failures name the JSON pointer and
 //!    the rule;
@@ -12,7 +14,7 @@
 //! 6. **confirmation**: in `preview` mode a state-changing call (or one under an `ask` grant)
 //!    returns a [`Preview`] and does nothing; an `ask` grant, or a state-changing call in `ask`
 //!    mode, asks the context's confirmer: no means denied, nobody-to-ask means
-//!    needs-confirmation;
+//!    needs-confirmation; a yes covers the steps of the program it approved;
 //! 7. **run** the handler with the call context, racing cancellation and the deadline, within the
 //!    nesting limit;
 //! 8. **record** the call in the history ring, unless private mode is on.
@@ -95,7 +97,18 @@ async fn decide_and_run(
 ) -> Outcome {
     let spec = tool.spec();
     let name = spec.name.clone();
-    let CallRequest { args, ctx, .. } = req;
+    let CallRequest { args, mut ctx, .. } = req;
+
+    // 1b. capabilities: inside a program that declared what it may call, nothing else runs
+    if let Some((program, caps)) = ctx.refusing_program(spec) {
+        return Outcome::Denied {
+            reason: format!(
+                "`{program}` may call {} (its declared capabilities), and `{name}` is not among them",
+                caps.describe()
+            ),
+            tool: name,
+        };
+    }
 
     // 2. availability
     if let Availability::Unavailable { detail, .. } = spec.availability(config, host.transport()) {
@@ -161,7 +174,9 @@ async fn decide_and_run(
             summary,
         });
     }
-    let why = if grant == Grant::Ask {
+    let why = if ctx.is_approved() {
+        None // a person said yes to the program this call is a step of
+    } else if grant == Grant::Ask {
         Some(format!("the {grant_source} is ask"))
     } else if mode == ConfirmMode::Ask && changes_state {
         Some(format!("this run asks before every {} call", spec.effect))
@@ -182,7 +197,7 @@ async fn decide_and_run(
             _ = ctx.cancel_token().cancelled() => return Outcome::Failed(Error::Cancelled),
         };
         match answer {
-            Answer::Yes => {}
+            Answer::Yes => ctx.approve(),
             Answer::No => {
                 return Outcome::Denied {
                     tool: name,

@@ -5,3 +5,4 @@
 //! system serve every library of programs.
 
 pub mod header;
+pub mod steps;

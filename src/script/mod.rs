@@ -52,6 +52,7 @@ mod stdlib;
 pub mod types;
 mod vm;
 
+pub use closecheck::find_close_attribute;
 pub use stdlib::{STDLIB_MODULES, module_source};
 pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
 
