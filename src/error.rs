@@ -108,6 +108,14 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// A recipe manifest is malformed; `pointer` is the JSON pointer of the bad part.
+    #[error("bad recipe `{name}`: at {pointer}: {message}")]
+    Manifest {
+        name: String,
+        pointer: String,
+        message: String,
+    },
+
     /// A program's header (its leading `---@` comments) is malformed.
     #[error("bad program header at line {line}: {message}")]
     Header { line: usize, message: String },
@@ -192,6 +200,7 @@ impl Error {
             Error::Definition { .. } => "definition",
             Error::Usage(_) => "usage",
             Error::Header { .. } => "header",
+            Error::Manifest { .. } => "manifest",
             Error::Script { .. } => "script_error",
             Error::StepFailed(_) => "step_failed",
         }
@@ -205,6 +214,7 @@ impl Error {
             | Error::InvalidArgs { .. }
             | Error::Usage(_)
             | Error::Header { .. }
+            | Error::Manifest { .. }
             | Error::Definition { .. } => 2,
             Error::Denied { .. } | Error::NeedsConfirmation { .. } | Error::Unavailable { .. } => 3,
             Error::StepFailed(f) if matches!(f.class.as_str(), "denied" | "needs_confirmation") => {

@@ -153,6 +153,84 @@ function tools.list_dir(args) end
 ---@return read_file_result
 function tools.read_file(args) end
 
+---@class recipe_delete_args
+---@field name string
+---Delete a saved recipe. It cannot be undone.
+---effect: write (destructive)
+---@param args recipe_delete_args
+---@return any
+function tools.recipe_delete(args) end
+
+---@class recipe_export_args
+---@field name string
+---Return a saved recipe as a portable, versioned bundle with a content hash, for recipe_import on
+---another machine.
+---effect: read
+---@param args recipe_export_args
+---@return any
+function tools.recipe_export(args) end
+
+---@class recipe_get_args
+---@field name string
+---Return a saved recipe's manifest, with when it was created and updated.
+---effect: read
+---@param args recipe_get_args
+---@return any
+function tools.recipe_get(args) end
+
+---@class recipe_import_args
+---@field bundle table
+---@field check_only? boolean
+---@field replace? boolean
+---Import a bundle made by recipe_export: refuses a bundle whose content does not match its hash,
+---checks the recipe like recipe_save, and reports every tool it calls with its effect and
+---availability here. With check_only: true it only reports.
+---effect: write
+---@param args recipe_import_args
+---@return any
+function tools.recipe_import(args) end
+
+---@class recipe_list_args
+---List the saved recipes: name, description, body (steps or lua), step count, params, and when
+---each was created and updated.
+---effect: read
+---@param args? recipe_list_args
+---@return any
+function tools.recipe_list(args) end
+
+---@class recipe_run_args
+---@field name string
+---@field params? table
+---@field confirm? boolean
+---@field plan_hash? string
+---Run a saved recipe by name with its params. Without confirm: true it is a plan: read steps run,
+---state-changing steps are previewed, and the result lists each step with its resolved arguments,
+---effect and status plus a plan_hash. With confirm: true it runs for real; pass the plan_hash a
+---person approved and nothing runs unless the plan still matches. A failing step stops the run and
+---returns the completed steps with the error.
+---effect: write
+---@param args recipe_run_args
+---@return any
+function tools.recipe_run(args) end
+
+---@class recipe_save_args
+---@field manifest table The recipe manifest (see the description)
+---@field replace? boolean Replace a recipe of the same name
+---Save a reusable recipe — a named, ordered sequence of tool calls with parameters — so it can
+---be run again any time with recipe_run. The manifest: {"name": string (required), "description":
+---string, "schema_version": 1, "params": [{"name": string, "type": "string"|"int"|"bool",
+---"default": any}], "steps": [...] (required, non-empty), "outputs": [{"kind": string}]}. A step
+---is {"tool": NAME, "args": {...}} or a pause {"wait": {"seconds": N}} (also {"wait": N}). Any arg
+---string may interpolate a declared param with ${name}; an arg that is exactly "${name}" keeps the
+---param's type. A later step reads an earlier step's output with "${steps[N].result.KEY}"
+---(0-based; .key and [i]). Write $${ for a literal ${. Instead of steps, "lua" may hold a Lua
+---program. On recipe_run a state-changing step previews unless confirm: true. Returns {name,
+---step_count}.
+---effect: write
+---@param args recipe_save_args
+---@return any
+function tools.recipe_save(args) end
+
 ---@class run_command_args
 ---@field program string Program name (looked up in PATH) or path
 ---@field args? string[] Arguments, passed as they are

@@ -53,7 +53,7 @@ pub enum Command {
     Call(CallArgs),
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
-    /// Run a Lua script: every tool call goes through the gate; state-changing calls are
+    /// Run a Lua script or a recipe manifest (.json): every tool call goes through the gate; state-changing calls are
     /// previewed unless you confirm (--yes, or y at the prompt on a terminal).
     Run(RunArgs),
     /// List or change grants: allow, ask or deny, per tool or per effect.
@@ -81,6 +81,9 @@ pub enum Command {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Save, run, share and delete recipes.
+    #[command(subcommand)]
+    Recipe(super::recipe::RecipeCommand),
     /// Show the most recent calls (shapes only, never values).
     History {
         /// How many calls to show.
@@ -147,7 +150,7 @@ pub struct CallArgs {
 /// `lmcp run FILE`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The script (`.lua`).
+    /// The script (`.lua`) or recipe manifest (`.json`).
     pub file: PathBuf,
     /// A parameter the script declares, as NAME=VALUE (repeatable).
     #[arg(short, long = "param", value_name = "NAME=VALUE")]
@@ -158,6 +161,9 @@ pub struct RunArgs {
     /// Stop the script after this many seconds (default: its header's @timeout, else 30).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
+    /// For a manifest: run only if the plan still has this hash (what a person approved).
+    #[arg(long, value_name = "HASH")]
+    pub plan_hash: Option<String>,
 }
 
 /// `lmcp grants ...`
@@ -314,7 +320,19 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             call_tool(host, "custom_tool_delete", json!({"name": name}), yes, json).await
         }
         Command::Call(args) => call(host, args, json).await,
+        Command::Run(args) if args.file.extension().is_some_and(|e| e == "json") => {
+            super::recipe::run_manifest(
+                host,
+                &args.file,
+                &args.params,
+                args.yes,
+                args.plan_hash.as_deref(),
+                json,
+            )
+            .await
+        }
         Command::Run(args) => super::run::run_file(host, args, json).await,
+        Command::Recipe(command) => super::recipe::recipe(host, command, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),

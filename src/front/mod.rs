@@ -4,9 +4,11 @@
 //! | file     | door                                                             |
 //! |----------|------------------------------------------------------------------|
 //! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
+//! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
 //! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
+pub mod recipe;
 pub mod repl;
 pub mod run;

@@ -179,6 +179,14 @@ impl CallContext {
         c
     }
 
+    /// This context with its confirmation mode lowered to `mode` if that is weaker (never
+    /// raised), at the same depth: a gateway running a program in preview or confirmed mode.
+    pub fn lowered(&self, mode: ConfirmMode) -> CallContext {
+        let mut c = self.clone();
+        c.confirm = self.confirm.min(mode);
+        c
+    }
+
     /// Which front door started this call tree (or `program` for nested calls).
     pub fn origin(&self) -> Origin {
         self.origin

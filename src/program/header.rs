@@ -213,10 +213,10 @@ impl Header {
             let value = value.trim();
             match tag {
                 "name" => {
-                    if value.is_empty() || value.contains(char::is_whitespace) {
+                    if value.is_empty() {
                         return Err(bad(
                             line_no,
-                            "@name needs one word, like `---@name user_word_count`",
+                            "@name needs a name, like `---@name user_word_count`",
                         ));
                     }
                     h.name = Some(value.to_string());

@@ -5,4 +5,5 @@
 //! system serve every library of programs.
 
 pub mod header;
+pub mod interpolate;
 pub mod steps;

@@ -1,0 +1,511 @@
+//! `lmcp recipe ...` and `lmcp run FILE.json`: recipes from the command line, rendered as a step
+//! table for people (a plan with its hash, or what ran) and as JSON with `--json`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Subcommand;
+use serde_json::{Map, Value, json};
+
+use super::cli::{cancel_on_ctrl_c, emit};
+use crate::error::{Error, Result};
+use crate::gate::{
+    AlwaysYes, CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin, Outcome,
+    TtyPrompt,
+};
+use crate::host::Host;
+use crate::library::recipes::{self, RunReport};
+use crate::program::header::ParamType;
+
+/// `lmcp recipe ...`
+#[derive(Debug, Subcommand)]
+pub enum RecipeCommand {
+    /// List the saved recipes.
+    List,
+    /// Show a recipe's manifest.
+    Show {
+        /// The recipe's name.
+        name: String,
+    },
+    /// Save a recipe from a manifest file (.json) or a Lua program with a header (.lua).
+    Save {
+        /// The manifest.
+        file: PathBuf,
+        /// Replace a recipe of the same name.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Run a recipe: a plan (nothing state-changing runs) unless confirmed.
+    Run {
+        /// The recipe's name.
+        name: String,
+        /// A parameter as NAME=VALUE (repeatable).
+        #[arg(short, long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Run state-changing steps for real.
+        #[arg(short, long)]
+        yes: bool,
+        /// Run only if the plan still has this hash (what a person approved).
+        #[arg(long, value_name = "HASH")]
+        plan_hash: Option<String>,
+    },
+    /// Write a portable bundle of a recipe.
+    Export {
+        /// The recipe's name.
+        name: String,
+        /// Write the bundle here instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Check a bundle, show what it will call, and save it.
+    Import {
+        /// The bundle.
+        file: PathBuf,
+        /// Save without asking.
+        #[arg(short, long)]
+        yes: bool,
+        /// Replace a recipe of the same name.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Delete a recipe (asks first; --yes to confirm up front).
+    Delete {
+        /// The recipe's name.
+        name: String,
+        /// Confirm without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
+}
+
+fn confirmer(yes: bool) -> Arc<dyn Confirmer> {
+    if yes {
+        Arc::new(AlwaysYes)
+    } else if std::io::stdin().is_terminal() {
+        Arc::new(TtyPrompt::new())
+    } else {
+        Arc::new(NoPerson)
+    }
+}
+
+/// Calls a tool through the gate as a person's direct action; the outcome.
+async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool, progress: bool) -> Outcome {
+    let mut ctx =
+        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer(yes));
+    if progress {
+        ctx = with_progress(ctx);
+    }
+    cancel_on_ctrl_c(&ctx);
+    host.call(CallRequest::new(tool, args, ctx)).await
+}
+
+fn with_progress(ctx: CallContext) -> CallContext {
+    if !std::io::stderr().is_terminal() {
+        return ctx;
+    }
+    ctx.with_progress(Arc::new(|p| {
+        let total = p.total.unwrap_or(0);
+        eprint!("\r\x1b[2K{}", p.message);
+        if p.total.is_some() && p.done >= total {
+            eprint!("\r\x1b[2K");
+        }
+        let _ = std::io::stderr().flush();
+    }))
+}
+
+/// Renders an outcome's result, or fails with its error.
+fn done(outcome: Outcome) -> Result<Value> {
+    outcome.into_result()
+}
+
+/// Runs `lmcp recipe ...`.
+pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Result<u8> {
+    match command {
+        RecipeCommand::List => {
+            let v = done(gated(host, "recipe_list", json!({}), false, false).await)?;
+            emit(json, &v, || {
+                let list = v["recipes"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    return "no recipes yet; save one with `lmcp recipe save FILE`".into();
+                }
+                list.iter()
+                    .map(|r| {
+                        format!(
+                            "{:<28} {:>3} step(s)  {}\n",
+                            r["name"].as_str().unwrap_or(""),
+                            r["step_count"],
+                            r["description"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            });
+            Ok(0)
+        }
+        RecipeCommand::Show { name } => {
+            let v = done(gated(host, "recipe_get", json!({"name": name}), false, false).await)?;
+            emit(json, &v, || {
+                serde_json::to_string_pretty(&v["manifest"]).unwrap_or_default()
+            });
+            Ok(0)
+        }
+        RecipeCommand::Save { file, replace } => {
+            let manifest = manifest_from_file(&file)?;
+            let v = done(
+                gated(
+                    host,
+                    "recipe_save",
+                    json!({"manifest": manifest, "replace": replace}),
+                    false,
+                    false,
+                )
+                .await,
+            )?;
+            emit(json, &v, || {
+                let body = if manifest_is_lua(&v) {
+                    "a Lua recipe".to_string()
+                } else {
+                    format!("{} step(s)", v["step_count"])
+                };
+                format!("saved \"{}\" ({body})", v["name"].as_str().unwrap_or(""))
+            });
+            Ok(0)
+        }
+        RecipeCommand::Run {
+            name,
+            params,
+            yes,
+            plan_hash,
+        } => {
+            let got = done(gated(host, "recipe_get", json!({"name": name}), false, false).await)?;
+            let given = typed_params(&got["manifest"], &params)?;
+            let mut args = json!({"name": name, "params": given, "confirm": yes});
+            if let Some(h) = &plan_hash {
+                args["plan_hash"] = json!(h);
+            }
+            let report = done(gated(host, "recipe_run", args.clone(), yes, !json).await)?;
+            if json {
+                emit(true, &report, String::new);
+                return Ok(0);
+            }
+            print!(
+                "{}",
+                render_report(&report, &format!("lmcp recipe run {}", shell_quote(&name)))
+            );
+            let changes = report["steps"].as_array().is_some_and(|s| {
+                s.iter()
+                    .any(|x| matches!(x["status"].as_str(), Some("previewed" | "unresolved")))
+            });
+            if !yes
+                && changes
+                && std::io::stdin().is_terminal()
+                && ask("Run these steps for real?")?
+            {
+                args["confirm"] = json!(true);
+                args["plan_hash"] = report["plan_hash"].clone();
+                let report = done(gated(host, "recipe_run", args, true, true).await)?;
+                print!("{}", render_report(&report, ""));
+            }
+            Ok(0)
+        }
+        RecipeCommand::Export { name, output } => {
+            let bundle =
+                done(gated(host, "recipe_export", json!({"name": name}), false, false).await)?;
+            let text = serde_json::to_string_pretty(&bundle).unwrap_or_default() + "\n";
+            match output {
+                Some(path) => {
+                    crate::store::atomic_write(&path, text.as_bytes())?;
+                    let shown = path.display().to_string();
+                    emit(json, &json!({"written": shown}), || {
+                        format!("wrote {shown}")
+                    });
+                }
+                None => print!("{text}"),
+            }
+            Ok(0)
+        }
+        RecipeCommand::Import { file, yes, replace } => {
+            let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+            let bundle: Value = serde_json::from_str(&text)
+                .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display())))?;
+            let report = done(
+                gated(
+                    host,
+                    "recipe_import",
+                    json!({"bundle": bundle, "check_only": true}),
+                    false,
+                    false,
+                )
+                .await,
+            )?;
+            if !json {
+                print!("{}", render_import(&report));
+            }
+            let go = yes || (std::io::stdin().is_terminal() && !json && ask("Save this recipe?")?);
+            if !go {
+                if json {
+                    emit(true, &report, String::new);
+                } else {
+                    println!("not saved (pass --yes to save it)");
+                }
+                return Ok(if yes { 0 } else { 3 });
+            }
+            let v = done(
+                gated(
+                    host,
+                    "recipe_import",
+                    json!({"bundle": bundle, "replace": replace}),
+                    true,
+                    false,
+                )
+                .await,
+            )?;
+            emit(json, &v, || {
+                format!("saved \"{}\"", v["name"].as_str().unwrap_or(""))
+            });
+            Ok(0)
+        }
+        RecipeCommand::Delete { name, yes } => {
+            let outcome = gated(host, "recipe_delete", json!({"name": name}), yes, false).await;
+            let code = outcome.exit_code();
+            match outcome.into_result() {
+                Ok(v) => emit(json, &v, || format!("deleted \"{name}\"")),
+                Err(e) if json => emit(
+                    true,
+                    &json!({"error": {"class": e.class(), "message": e.to_string()}}),
+                    String::new,
+                ),
+                Err(e) => eprintln!("error: {e}"),
+            }
+            Ok(code)
+        }
+    }
+}
+
+fn manifest_is_lua(saved: &Value) -> bool {
+    saved["body"] == "lua"
+}
+
+fn ask(question: &str) -> Result<bool> {
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A manifest from a file: JSON as it is, or a Lua program whose header names it.
+pub fn manifest_from_file(file: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("json") => serde_json::from_str(&text)
+            .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display()))),
+        Some("lua") => {
+            let header = crate::program::header::Header::parse(&text)?;
+            let name = header.name.ok_or_else(|| {
+                Error::Usage(format!(
+                    "{} needs `---@name ...` in its header to be a recipe",
+                    file.display()
+                ))
+            })?;
+            let mut m = json!({"name": name, "lua": text});
+            if let Some(d) = header.description {
+                m["description"] = json!(d);
+            }
+            Ok(m)
+        }
+        _ => Err(Error::Usage(format!(
+            "{} is neither .json nor .lua",
+            file.display()
+        ))),
+    }
+}
+
+/// `--param k=v` values typed by the manifest's declared params (or its Lua header's).
+fn typed_params(manifest: &Value, pairs: &[String]) -> Result<Map<String, Value>> {
+    let mut declared: Vec<(String, ParamType)> = manifest["params"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let kind = match p["type"].as_str()? {
+                "int" | "integer" => ParamType::Integer,
+                "bool" | "boolean" => ParamType::Boolean,
+                other => ParamType::parse(other)?,
+            };
+            Some((p["name"].as_str()?.to_string(), kind))
+        })
+        .collect();
+    if let Some(lua) = manifest["lua"].as_str()
+        && let Ok(h) = crate::program::header::Header::parse(lua)
+    {
+        declared.extend(h.params.into_iter().map(|p| (p.name, p.kind)));
+    }
+    let mut out = Map::new();
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::Usage(format!("--param needs NAME=VALUE, got `{pair}`")))?;
+        let (_, kind) = declared.iter().find(|(n, _)| n == k).ok_or_else(|| {
+            let names: Vec<&str> = declared.iter().map(|(n, _)| n.as_str()).collect();
+            Error::Usage(format!(
+                "unknown parameter `{k}`; declared: {}",
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            ))
+        })?;
+        out.insert(
+            k.to_string(),
+            kind.from_text(v)
+                .map_err(|e| Error::Usage(format!("parameter `{k}`: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+fn short_json(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(59).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// The step table for people: a plan with its hash and how to run it, or what ran.
+pub fn render_report(report: &Value, rerun: &str) -> String {
+    let confirmed = report["confirmed"].as_bool().unwrap_or(false);
+    let mut out = format!(
+        "{} — {}\n",
+        report["name"].as_str().unwrap_or(""),
+        if confirmed {
+            "ran"
+        } else {
+            "plan (nothing that changes state ran)"
+        }
+    );
+    for s in report["steps"].as_array().into_iter().flatten() {
+        let step = match (s["tool"].as_str(), s["wait"].as_f64()) {
+            (Some(t), _) => t.to_string(),
+            (None, Some(w)) => format!("wait {w}s"),
+            _ => "?".into(),
+        };
+        let detail = match s["status"].as_str() {
+            Some("previewed") => s["result"]["summary"]
+                .as_str()
+                .or(s["summary"].as_str())
+                .unwrap_or("")
+                .to_string(),
+            Some("unresolved") => s["reason"].as_str().unwrap_or("").to_string(),
+            Some("failed") => s["error"]["message"].as_str().unwrap_or("").to_string(),
+            _ => short_json(&s["result"]),
+        };
+        out.push_str(&format!(
+            "  {:>3}  {:<20} {:<11} {}\n",
+            s["index"],
+            step,
+            s["status"].as_str().unwrap_or(""),
+            if s["result"].is_null()
+                && !matches!(
+                    s["status"].as_str(),
+                    Some("previewed" | "unresolved" | "failed")
+                )
+            {
+                String::new()
+            } else {
+                detail
+            }
+        ));
+    }
+    if let Some(o) = report["output"].as_str().filter(|o| !o.is_empty()) {
+        out.push_str(&format!("output:\n{o}"));
+    }
+    if confirmed {
+        out.push_str(&format!(
+            "result: {}\n",
+            serde_json::to_string_pretty(&report["result"]).unwrap_or_default()
+        ));
+    } else {
+        let hash = report["plan_hash"].as_str().unwrap_or("");
+        out.push_str(&format!("plan hash: {hash}\n"));
+        if !rerun.is_empty() {
+            out.push_str(&format!(
+                "to run exactly this plan: {rerun} --yes --plan-hash {hash}\n"
+            ));
+        }
+    }
+    out
+}
+
+fn render_import(report: &Value) -> String {
+    let mut out = format!(
+        "recipe \"{}\": {} step(s); it calls:\n",
+        report["name"].as_str().unwrap_or(""),
+        report["step_count"]
+    );
+    for t in report["tools"].as_array().into_iter().flatten() {
+        let avail = if t["availability"]["status"] == "available" {
+            "available".to_string()
+        } else {
+            format!(
+                "UNAVAILABLE: {}",
+                t["availability"]["detail"].as_str().unwrap_or("")
+            )
+        };
+        out.push_str(&format!(
+            "  {:<20} {:<6} {}\n",
+            t["tool"].as_str().unwrap_or(""),
+            t["effect"].as_str().unwrap_or("?"),
+            avail
+        ));
+    }
+    if let Some(n) = report["note"].as_str() {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// `lmcp run FILE.json`: runs a manifest without saving it.
+pub async fn run_manifest(
+    host: &Arc<Host>,
+    file: &Path,
+    params: &[String],
+    yes: bool,
+    plan_hash: Option<&str>,
+    json: bool,
+) -> Result<u8> {
+    let manifest = manifest_from_file(file)?;
+    let given = typed_params(&manifest, params)?;
+    let recipe = recipes::check(host, recipes::parse_manifest(manifest)?)?;
+    let ctx = with_progress(
+        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer(yes)),
+    );
+    cancel_on_ctrl_c(&ctx);
+    let report: RunReport = recipes::run(host, &ctx, &recipe, &given, yes, plan_hash).await?;
+    let value = serde_json::to_value(&report).unwrap_or_default();
+    emit(json, &value, || {
+        render_report(
+            &value,
+            &format!("lmcp run {}", shell_quote(&file.display().to_string())),
+        )
+    });
+    Ok(0)
+}

@@ -1,0 +1,313 @@
+//! Recipe interpolation: `${name}` for a declared parameter and `${steps[N].result...}` for an
+//! earlier step's output, inside any string of a step's arguments.
+//!
+//! Rules (the seed's, plus an escape):
+//! - a string that is exactly one `${...}` keeps the value's JSON type (`"limit": "${count}"`
+//!   gives the integer);
+//! - inside a longer string the value is written as text (strings as they are, other values as
+//!   compact JSON);
+//! - `${steps[N].result}` reads step N's result (0-based, earlier steps only), with `.key` and
+//!   `[i]` chains after it: `${steps[0].result.accounts[0].name}`;
+//! - `$${` writes a literal `${` (so `"$${HOME}"` is the text `${HOME}`).
+
+use serde_json::{Map, Value};
+
+use super::steps::{Segment, lookup, parse_path};
+
+/// One piece of a template string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Text written as it is.
+    Text(String),
+    /// `${name}`.
+    Param(String),
+    /// `${steps[N].result...}`.
+    Step {
+        /// The step's 0-based index.
+        index: usize,
+        /// The path after `.result`.
+        path: Vec<Segment>,
+        /// The expression as written, for messages.
+        text: String,
+    },
+}
+
+/// Splits a string into text and references. Errors name the position.
+pub fn parse(s: &str) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        text.push_str(&rest[..i]);
+        let after = &rest[i..];
+        if let Some(escaped) = after.strip_prefix("$${") {
+            text.push_str("${");
+            rest = escaped;
+        } else if let Some(inner_start) = after.strip_prefix("${") {
+            let end = inner_start.find('}').ok_or_else(|| {
+                format!(
+                    "`${{` at position {} has no closing `}}` (write `$${{` for a literal `${{`)",
+                    s.len() - after.len() + 1
+                )
+            })?;
+            let expr = inner_start[..end].trim();
+            if !text.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut text)));
+            }
+            parts.push(reference(expr)?);
+            rest = &inner_start[end + 1..];
+        } else {
+            text.push('$');
+            rest = &after[1..];
+        }
+    }
+    text.push_str(rest);
+    if !text.is_empty() || parts.is_empty() {
+        parts.push(Part::Text(text));
+    }
+    Ok(parts)
+}
+
+fn reference(expr: &str) -> Result<Part, String> {
+    if let Some(after) = expr.strip_prefix("steps[") {
+        let close = after
+            .find(']')
+            .ok_or_else(|| format!("`${{{expr}}}` is missing `]`"))?;
+        let index: usize = after[..close].trim().parse().map_err(|_| {
+            format!(
+                "`${{{expr}}}`: `{}` is not a step number (0, 1, ...)",
+                &after[..close]
+            )
+        })?;
+        let tail = &after[close + 1..];
+        let path = tail.strip_prefix(".result").ok_or_else(|| {
+            format!("`${{{expr}}}` must read the step's result: `${{steps[{index}].result...}}`")
+        })?;
+        let path = parse_path(path).map_err(|m| format!("`${{{expr}}}`: {m}"))?;
+        return Ok(Part::Step {
+            index,
+            path,
+            text: expr.to_string(),
+        });
+    }
+    let ok = expr.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && expr.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        return Err(format!(
+            "`${{{expr}}}` is neither a parameter name nor `steps[N].result...`"
+        ));
+    }
+    Ok(Part::Param(expr.to_string()))
+}
+
+/// Every reference in a JSON value, with the JSON pointer of the string holding it and whether
+/// it is the whole string.
+pub fn references(
+    value: &Value,
+    pointer: &str,
+    out: &mut Vec<(String, Part, bool)>,
+) -> Result<(), String> {
+    match value {
+        Value::String(s) => {
+            let parts = parse(s).map_err(|m| format!("at {}: {m}", display(pointer)))?;
+            let exact = parts.len() == 1 && !matches!(parts[0], Part::Text(_));
+            for p in parts {
+                if !matches!(p, Part::Text(_)) {
+                    out.push((pointer.to_string(), p, exact));
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                references(v, &format!("{pointer}/{i}"), out)?;
+            }
+        }
+        Value::Object(m) => {
+            for (k, v) in m {
+                references(
+                    v,
+                    &format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")),
+                    out,
+                )?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn display(pointer: &str) -> &str {
+    if pointer.is_empty() {
+        "(root)"
+    } else {
+        pointer
+    }
+}
+
+/// Fills in a JSON value: parameters from `params`, step results from `results` (`None` for a
+/// step with no result yet, like a previewed one).
+pub fn render(
+    value: &Value,
+    params: &Map<String, Value>,
+    results: &[Option<Value>],
+) -> Result<Value, String> {
+    Ok(match value {
+        Value::String(s) => {
+            let parts = parse(s)?;
+            if parts.len() == 1 && !matches!(parts[0], Part::Text(_)) {
+                resolve(&parts[0], params, results)?
+            } else {
+                let mut out = String::new();
+                for p in &parts {
+                    match p {
+                        Part::Text(t) => out.push_str(t),
+                        other => match resolve(other, params, results)? {
+                            Value::String(v) => out.push_str(&v),
+                            v => out.push_str(&v.to_string()),
+                        },
+                    }
+                }
+                Value::String(out)
+            }
+        }
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|v| render(v, params, results))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                out.insert(k.clone(), render(v, params, results)?);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    })
+}
+
+fn resolve(
+    part: &Part,
+    params: &Map<String, Value>,
+    results: &[Option<Value>],
+) -> Result<Value, String> {
+    match part {
+        Part::Text(t) => Ok(Value::String(t.clone())),
+        Part::Param(name) => params
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("parameter `{name}` has no value")),
+        Part::Step { index, path, text } => {
+            let result = results
+                .get(*index)
+                .ok_or_else(|| format!("`${{{text}}}` reads step {index}, which has not run"))?
+                .as_ref()
+                .ok_or_else(|| format!("`${{{text}}}` reads step {index}, which has no result (it was previewed, not run)"))?;
+            lookup(result, path, &format!("steps[{index}].result")).cloned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params() -> Map<String, Value> {
+        json!({"count": 3, "who": "ana", "on": true})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn exact_references_keep_their_type() {
+        let r = render(
+            &json!({"limit": "${count}", "flag": "${on}", "name": "${ who }"}),
+            &params(),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(r, json!({"limit": 3, "flag": true, "name": "ana"}));
+    }
+
+    #[test]
+    fn embedded_references_become_text() {
+        let r = render(&json!("top ${count} for ${who}: ${on}"), &params(), &[]).unwrap();
+        assert_eq!(r, json!("top 3 for ana: true"));
+        let results = vec![Some(json!({"list": [1, 2]}))];
+        assert_eq!(
+            render(&json!("got ${steps[0].result.list}"), &params(), &results).unwrap(),
+            json!("got [1,2]")
+        );
+    }
+
+    #[test]
+    fn step_paths_follow_keys_and_indexes() {
+        let results = vec![Some(
+            json!({"accounts": [{"name": "main"}, {"name": "side"}]}),
+        )];
+        let v = render(
+            &json!({"a": "${steps[0].result.accounts[1].name}", "all": "${steps[0].result}"}),
+            &params(),
+            &results,
+        )
+        .unwrap();
+        assert_eq!(v["a"], json!("side"));
+        assert_eq!(v["all"], results[0].clone().unwrap());
+        let e = render(
+            &json!("${steps[0].result.accounts[5].name}"),
+            &params(),
+            &results,
+        )
+        .unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        let e = render(&json!("${steps[0].result.nope}"), &params(), &results).unwrap_err();
+        assert!(e.contains("has no key `nope`"), "{e}");
+        let e = render(&json!("${steps[1].result}"), &params(), &results).unwrap_err();
+        assert!(e.contains("has not run"), "{e}");
+        let e = render(&json!("${steps[0].result}"), &params(), &[None]).unwrap_err();
+        assert!(e.contains("previewed"), "{e}");
+    }
+
+    #[test]
+    fn escapes_and_errors() {
+        assert_eq!(
+            render(&json!("$${HOME} costs $5"), &params(), &[]).unwrap(),
+            json!("${HOME} costs $5")
+        );
+        assert!(parse("${count").unwrap_err().contains("no closing"));
+        assert!(parse("${a-b}").unwrap_err().contains("neither a parameter"));
+        assert!(
+            parse("${steps[x].result}")
+                .unwrap_err()
+                .contains("not a step number")
+        );
+        assert!(
+            parse("${steps[0].value}")
+                .unwrap_err()
+                .contains("must read the step's result")
+        );
+        assert!(
+            render(&json!("${missing}"), &params(), &[])
+                .unwrap_err()
+                .contains("`missing` has no value")
+        );
+    }
+
+    #[test]
+    fn references_are_listed_with_pointers() {
+        let mut out = Vec::new();
+        references(
+            &json!({"a": ["x ${who}"], "b": "${steps[2].result.k}"}),
+            "",
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].0, "/a/0");
+        assert!(!out[0].2);
+        assert_eq!(out[1].0, "/b");
+        assert!(out[1].2);
+    }
+}
