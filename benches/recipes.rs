@@ -15,19 +15,28 @@ use serde_json::{Map, json};
 const STEPS: usize = 1000;
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let host = Host::open(Paths::under(dir.path())).unwrap();
     let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false});
     host.registry()
-        .register(ToolSpec::new("echo", "Echo", "returns its text", schema), sync_handler(|a| Ok(json!({"echo": a["text"]}))))
+        .register(
+            ToolSpec::new("echo", "Echo", "returns its text", schema),
+            sync_handler(|a| Ok(json!({"echo": a["text"]}))),
+        )
         .unwrap();
     host.update_config(|c| {
         c.modes.private = true;
         Ok(())
     })
     .unwrap();
-    let steps: Vec<serde_json::Value> = (0..STEPS).map(|_| json!({"tool": "echo", "args": {"text": "x"}})).collect();
+    let steps: Vec<serde_json::Value> = (0..STEPS)
+        .map(|_| json!({"tool": "echo", "args": {"text": "x"}}))
+        .collect();
     let manifest = recipes::parse_manifest(json!({"name": "bench", "steps": steps})).unwrap();
     let recipe = recipes::check(&host, manifest).unwrap();
     let ctx = || CallContext::root(Origin::Cli, ConfirmMode::Confirmed);
@@ -36,14 +45,36 @@ fn bench(c: &mut Criterion) {
     group.sample_size(20);
     group.throughput(Throughput::Elements(STEPS as u64));
     group.bench_function("json_steps", |b| {
-        b.iter(|| rt.block_on(recipes::run(&host, &ctx(), &recipe, &Map::new(), true, None)).unwrap())
+        b.iter(|| {
+            rt.block_on(recipes::run(
+                &host,
+                &ctx(),
+                &recipe,
+                &Map::new(),
+                true,
+                None,
+            ))
+            .unwrap()
+        })
     });
     let lua = format!("for i = 1, {STEPS} do tools.echo{{text = 'x'}} end");
     group.bench_function("lua_loop", |b| {
         b.iter(|| {
-            let script = Script { source: lua.clone(), name: "bench.lua".into() };
-            let options = VmOptions { output: Output::Capture, ..Default::default() };
-            rt.block_on(lmcp::script::run(&Arc::clone(&host), script, ctx(), options)).unwrap()
+            let script = Script {
+                source: lua.clone(),
+                name: "bench.lua".into(),
+            };
+            let options = VmOptions {
+                output: Output::Capture,
+                ..Default::default()
+            };
+            rt.block_on(lmcp::script::run(
+                &Arc::clone(&host),
+                script,
+                ctx(),
+                options,
+            ))
+            .unwrap()
         })
     });
     group.finish();

@@ -51,6 +51,12 @@ pub enum Command {
     Tool(ToolCommand),
     /// Call a tool through the gate.
     Call(CallArgs),
+    /// Serve the tools to an MCP client over stdio (for Claude Desktop, goose, the Inspector...).
+    Serve {
+        /// Which tool list clients see: core (everyday) or full (everything).
+        #[arg(long, value_enum, default_value_t = ProfileArg::Core)]
+        profile: ProfileArg,
+    },
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
     /// Run a Lua script or a recipe manifest (.json): every tool call goes through the gate; state-changing calls are
@@ -298,6 +304,13 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         }
     };
     match command {
+        Command::Serve { profile } => {
+            let profile = match profile {
+                ProfileArg::Core => Profile::Core,
+                ProfileArg::Full => Profile::Full,
+            };
+            super::mcp::serve(Arc::clone(host), profile).await
+        }
         Command::Repl => {
             let host = Arc::clone(host);
             let handle = tokio::runtime::Handle::current();

@@ -6,9 +6,11 @@
 //! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
 //! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
 //! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
+//! | `mcp.rs` | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)    |
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
+pub mod mcp;
 pub mod recipe;
 pub mod repl;
 pub mod run;

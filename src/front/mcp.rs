@@ -1,0 +1,494 @@
+//! `lmcp serve`: every tool, recipe, custom tool and skill to any MCP client, over stdio.
+//!
+//! Built on the official Rust SDK (`rmcp`) with a hand-written [`ServerHandler`], because tools
+//! are created at run time. Both protocol generations the SDK speaks are served: the `initialize`
+//! handshake (2025-11-25 and earlier) and per-request discovery (2026-07-28). Where they differ:
+//!
+//! | | handshake era | 2026-07-28 |
+//! |---|---|---|
+//! | tool list changes | `notifications/tools/list_changed` to the peer | on `subscriptions/listen` streams |
+//! | asking a person | `elicitation/create` sent during the call | an input-required result; the client retries |
+//!
+//! Calls go through [`Host::call`] with origin `mcp`, confirmed (a client's tool call is its own
+//! action) and cancellable by `notifications/cancelled`. Tool failures, denials and invalid
+//! arguments come back as `isError` results with a message a person can act on; only an unknown
+//! tool is a protocol error (invalid params, as the spec names it). Nothing but protocol is
+//! written to stdout: scripts' `print` is captured, logs go to stderr.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, Implementation, InputRequiredResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::gate::{
+    Answer, AnswerFuture, CallContext, CallRequest, ConfirmMode, ConfirmRequest, Confirmer,
+    NoPerson, Origin, Outcome,
+};
+use crate::host::Host;
+use crate::registry::Profile;
+
+/// The environment variable that adds output schemas to the tool list (the seed's opt-in).
+pub const OUTPUT_SCHEMAS_VAR: &str = "LMCP_OUTPUT_SCHEMAS";
+
+/// The key of our one input request in an input-required result.
+const CONFIRM_KEY: &str = "lmcp_confirm";
+
+/// A person's pending decision in the 2026-07-28 flow: what they were asked about.
+#[derive(Debug, Clone)]
+struct Pending {
+    tool: String,
+    args_hash: String,
+    asked: ConfirmRequest,
+}
+
+/// The MCP server.
+#[derive(Clone)]
+pub struct McpServer {
+    host: Arc<Host>,
+    profile: Profile,
+    output_schemas: bool,
+    /// Confirmations asked through input-required results, by request state.
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
+}
+
+impl McpServer {
+    /// A server for this host and profile.
+    pub fn new(host: Arc<Host>, profile: Profile) -> McpServer {
+        let output_schemas = std::env::var(OUTPUT_SCHEMAS_VAR)
+            .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        McpServer {
+            host,
+            profile,
+            output_schemas,
+            pending: Arc::default(),
+        }
+    }
+
+    /// The tool list: the profile's available tools, sorted by name.
+    pub fn tools(&self) -> Vec<Value> {
+        self.host
+            .tools(self.profile)
+            .into_iter()
+            .filter(|(_, a)| a.is_available())
+            .map(|(t, _)| {
+                let s = t.spec();
+                let mut annotations = serde_json::to_value(s.annotations).unwrap_or_default();
+                annotations["title"] = json!(s.title);
+                let mut tool = json!({
+                    "name": s.name,
+                    "title": s.title,
+                    "description": s.description,
+                    "inputSchema": s.input_schema,
+                    "annotations": annotations,
+                });
+                if self.output_schemas
+                    && let Some(o) = &s.output_schema
+                {
+                    tool["outputSchema"] = o.clone();
+                }
+                tool
+            })
+            .collect()
+    }
+}
+
+fn args_hash(tool: &str, args: &Value) -> String {
+    format!("{:x}", Sha256::digest(format!("{tool}\n{args}").as_bytes()))
+}
+
+fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::NO_INITIALIZE.as_str())
+}
+
+fn can_elicit(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some())
+}
+
+/// The question a person sees in the client, and the form it answers with.
+fn elicitation_params(asked: &ConfirmRequest) -> Value {
+    json!({
+        "mode": "form",
+        "message": format!(
+            "Allow lmcp to run {} ({}{})? {} — {}",
+            asked.tool,
+            asked.effect,
+            if asked.destructive { ", destructive" } else { "" },
+            asked.summary,
+            asked.why
+        ),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "allow": {"type": "boolean", "title": "Allow", "description": format!("Run {} now", asked.tool)}
+            },
+            "required": ["allow"]
+        }
+    })
+}
+
+/// Accept with `allow: true` is a yes; anything else is a no.
+fn answer_of(action: ElicitationAction, content: Option<&Value>) -> Answer {
+    match action {
+        ElicitationAction::Accept
+            if content
+                .and_then(|c| c.get("allow"))
+                .and_then(Value::as_bool)
+                == Some(true) =>
+        {
+            Answer::Yes
+        }
+        _ => Answer::No,
+    }
+}
+
+/// Asks through `elicitation/create` during the call (handshake era).
+struct ElicitingConfirmer {
+    peer: Peer<RoleServer>,
+}
+
+impl Confirmer for ElicitingConfirmer {
+    fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        let params = elicitation_params(request);
+        Box::pin(async move {
+            let Ok(params) = serde_json::from_value::<ElicitRequestParams>(params) else {
+                return Answer::CannotAsk;
+            };
+            match self.peer.create_elicitation(params).await {
+                Ok(result) => answer_of(result.action, result.content.as_ref()),
+                Err(e) => {
+                    tracing_stderr(&format!("elicitation failed: {e}"));
+                    Answer::CannotAsk
+                }
+            }
+        })
+    }
+}
+
+/// Records what would have been asked, to ask it through an input-required result instead
+/// (2026-07-28); with `approved`, answers yes to exactly that question.
+struct DeferringConfirmer {
+    asked: Mutex<Option<ConfirmRequest>>,
+    approved: Option<ConfirmRequest>,
+}
+
+impl Confirmer for DeferringConfirmer {
+    fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        let answer = match &self.approved {
+            Some(a) if a.tool == request.tool && a.args == request.args => Answer::Yes,
+            _ => {
+                let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+                if asked.is_none() {
+                    *asked = Some(request.clone());
+                }
+                Answer::CannotAsk
+            }
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+fn tracing_stderr(message: &str) {
+    eprintln!("lmcp serve: {message}");
+}
+
+/// Turns an outcome into a tool result: structured content plus the same JSON as text, or an
+/// `isError` result with a message and structured details.
+fn to_result(outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Outcome::Done(v) => {
+            let structured = if v.is_object() {
+                v
+            } else {
+                json!({"result": v})
+            };
+            CallToolResult::structured(structured)
+        }
+        Outcome::Preview(p) => CallToolResult::structured(p.to_json()),
+        other => {
+            let j = other.to_json();
+            let message = match &other {
+                Outcome::Denied { tool, reason } => format!("`{tool}` was denied: {reason}"),
+                Outcome::NeedsConfirmation { tool, reason } => {
+                    format!("`{tool}` was not run: it needs a person's yes ({reason})")
+                }
+                Outcome::Failed(e) => e.to_string(),
+                _ => String::new(),
+            };
+            let mut r = CallToolResult::structured_error(j);
+            r.content = vec![ContentBlock::text(message)];
+            r
+        }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info = Implementation::new("lmcp", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "lmcp hosts local tools behind one grant and confirmation gate. Discover tools before \
+             adding one; save repeated sequences with custom_tool_create or recipe_save."
+                .into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, McpError> {
+        let tools: Vec<Tool> = self
+            .tools()
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| {
+                McpError::internal_error(format!("a tool description does not fit MCP: {e}"), None)
+            })?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let Some(tool) = self
+            .host
+            .registry()
+            .get(&name)
+            .filter(|t| self.profile.includes(t.spec().profile))
+        else {
+            let e = Error::UnknownTool {
+                suggestions: self.host.registry().closest(&name),
+                name,
+            };
+            return Err(McpError::invalid_params(e.to_string(), None));
+        };
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let modern = is_modern(&context);
+        let elicit = can_elicit(&context);
+
+        // A retry carrying a person's answer to our input-required result.
+        let mut approved = None;
+        if let Some(state) = &request.request_state {
+            let pending = self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(state);
+            let Some(p) = pending else {
+                return Err(McpError::invalid_params(
+                    "unknown or reused requestState; call the tool again",
+                    None,
+                ));
+            };
+            if p.tool != tool.spec().name || p.args_hash != args_hash(&p.tool, &args) {
+                return Err(McpError::invalid_params(
+                    "requestState belongs to a different call",
+                    None,
+                ));
+            }
+            let response = request
+                .input_responses
+                .as_ref()
+                .and_then(|r| r.get(CONFIRM_KEY))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let action = serde_json::from_value::<ElicitationAction>(response["action"].clone())
+                .unwrap_or(ElicitationAction::Cancel);
+            if answer_of(action, response.get("content")) != Answer::Yes {
+                return Ok(to_result(Outcome::Denied {
+                    tool: p.tool,
+                    reason: "a person declined the call".into(),
+                })
+                .into());
+            }
+            approved = Some(p.asked);
+        }
+
+        let deferring = Arc::new(DeferringConfirmer {
+            asked: Mutex::new(None),
+            approved,
+        });
+        let confirmer: Arc<dyn Confirmer> = if modern && elicit {
+            deferring.clone()
+        } else if elicit {
+            Arc::new(ElicitingConfirmer {
+                peer: context.peer.clone(),
+            })
+        } else {
+            Arc::new(NoPerson)
+        };
+        let mut ctx = CallContext::root(Origin::Mcp, ConfirmMode::Confirmed)
+            .with_confirmer(confirmer)
+            .with_cancel(context.ct.child_token());
+        let token = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get_progress_token())
+            .or_else(|| context.meta.get_progress_token());
+        let mut forwarder = None;
+        if let Some(token) = token {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<crate::gate::Progress>();
+            let peer = context.peer.clone();
+            forwarder = Some(tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    let param: ProgressNotificationParam = match serde_json::from_value(json!({
+                        "progressToken": token,
+                        "progress": p.done as f64,
+                        "total": p.total.map(|t| t as f64),
+                        "message": p.message,
+                    })) {
+                        Ok(param) => param,
+                        Err(_) => break,
+                    };
+                    if peer.notify_progress(param).await.is_err() {
+                        break;
+                    }
+                }
+            }));
+            ctx = ctx.with_progress(Arc::new(move |p| {
+                let _ = tx.send(p);
+            }));
+        }
+        let outcome = self
+            .host
+            .call(CallRequest::new(
+                tool.spec().name.clone(),
+                args.clone(),
+                ctx,
+            ))
+            .await;
+        // Progress notifications go out before the result, never after it.
+        if let Some(f) = forwarder {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), f).await;
+        }
+        for w in self.host.take_warnings() {
+            tracing_stderr(&w);
+        }
+
+        // 2026-07-28: ask through an input-required result, then the client retries.
+        let asked = deferring
+            .asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let (Outcome::NeedsConfirmation { .. }, Some(asked), true) =
+            (&outcome, asked, modern && elicit)
+        {
+            let state = uuid::Uuid::new_v4().to_string();
+            let tool_name = tool.spec().name.clone();
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    state.clone(),
+                    Pending {
+                        args_hash: args_hash(&tool_name, &args),
+                        tool: tool_name,
+                        asked: asked.clone(),
+                    },
+                );
+            let result: InputRequiredResult = serde_json::from_value(json!({
+                "resultType": "input_required",
+                "inputRequests": {CONFIRM_KEY: {"method": "elicitation/create", "params": elicitation_params(&asked)}},
+                "requestState": state,
+            }))
+            .map_err(|e| McpError::internal_error(format!("cannot build the confirmation request: {e}"), None))?;
+            return Ok(result.into());
+        }
+        if let Outcome::NeedsConfirmation { tool, reason } = outcome {
+            let how = format!(
+                "{reason}. This client cannot ask a person (no elicitation); allow it with `lmcp grants allow {tool}` in a terminal"
+            );
+            return Ok(to_result(Outcome::NeedsConfirmation { tool, reason: how }).into());
+        }
+        Ok(to_result(outcome).into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Handshake era: announce tool list changes to the peer directly.
+        let mut changes = self.host.registry().subscribe();
+        let peer = context.peer.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|b| *b);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), McpError> {
+        // 2026-07-28: tool list changes ride the client's subscription stream.
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let mut changes = self.host.registry().subscribe();
+        changes.borrow_and_update();
+        loop {
+            tokio::select! {
+                r = changes.changed() => {
+                    if r.is_err() || context.sink().notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                _ = context.cancelled() => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client leaves. The host must have been opened with the
+/// local (stdio) transport.
+pub async fn serve(host: Arc<Host>, profile: Profile) -> Result<u8> {
+    for w in host.take_warnings() {
+        tracing_stderr(&w);
+    }
+    let server = McpServer::new(host, profile);
+    let running = match server.serve(rmcp::transport::stdio_pipes()).await {
+        Ok(r) => r,
+        // A client that connects and leaves before its first request is not an error.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(0),
+        Err(e) => {
+            return Err(Error::Usage(format!(
+                "the MCP session could not start: {e}"
+            )));
+        }
+    };
+    running
+        .waiting()
+        .await
+        .map_err(|e| Error::Usage(format!("the MCP session failed: {e}")))?;
+    Ok(0)
+}

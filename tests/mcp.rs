@@ -1,0 +1,61 @@
+//! `lmcp serve` driven by the official Python MCP SDK client (`pip install mcp`, as `.ci/run`
+//! does), in both protocol generations: listing (with and without output schemas), calls with
+//! structured results, invalid arguments as isError, an unknown tool as a protocol error, a
+//! custom tool created over MCP with its list-changed notice, cancelling a long Lua run,
+//! progress from a recipe, and elicitation accepted and declined. See `tests/mcp/scenarios.py`.
+
+mod common;
+
+use std::process::Command;
+
+fn python_has_mcp() -> bool {
+    Command::new("python3")
+        .args(["-c", "import mcp, mcp_types"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn run_scenarios(mode: &str) {
+    assert!(
+        python_has_mcp(),
+        "the MCP tests need the Python MCP SDK: `pip install mcp==2.3.0` (the .ci/run script installs it)"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/scenarios.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(mode)
+        .env("LMCP", common::bin())
+        .env("LMCP_HOME", home.path())
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{mode} scenarios failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    for scenario in [
+        "list",
+        "call",
+        "custom tools",
+        "cancel",
+        "progress",
+        "elicitation",
+    ] {
+        assert!(
+            stdout.contains(&format!("{scenario} ok")),
+            "{mode}: `{scenario}` did not run\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn handshake_era_2025_11_25() {
+    run_scenarios("legacy");
+}
+
+#[test]
+fn discovery_era_2026_07_28() {
+    run_scenarios("2026-07-28");
+}
