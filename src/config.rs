@@ -105,6 +105,25 @@ impl Limits {
     }
 }
 
+/// Anonymous friction signals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Signals {
+    /// Whether anonymous signals may be sent (and queued) at all.
+    pub enabled: bool,
+    /// Where reports are POSTed: an https:// URL, or http:// on loopback.
+    pub endpoint: Option<String>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            enabled: true,
+            endpoint: None,
+        }
+    }
+}
+
 /// Everything in `config.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -119,6 +138,8 @@ pub struct Config {
     pub disabled_tools: Vec<String>,
     /// Limits on every call.
     pub limits: Limits,
+    /// Anonymous friction signals: on or off, and where they go.
+    pub signals: Signals,
 }
 
 impl Config {

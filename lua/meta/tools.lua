@@ -231,6 +231,29 @@ function tools.recipe_run(args) end
 ---@return any
 function tools.recipe_save(args) end
 
+---@class report_friction_args
+---@field friction_type "repeated_failure"|"task_abandoned"|"workaround_needed"|"cannot_complete"|"other" What kind of friction you observed.
+---@field error_category? "permission"|"timeout"|"empty"|"not_found"|"parse"|"wrong_result"|"missing_capability"|"crash"|"other" Category of what went wrong (optional).
+---@field intent_category? "find_email"|"read_email"|"send_email"|"send_message"|"read_messages"|"schedule_event"|"read_calendar"|"manage_reminder"|"manage_note"|"manage_contact"|"read_file"|"write_file"|"search_files"|"document_work"|"cloud_storage"|"browse_web"|"run_command"|"other" What the user was trying to do, chosen from this list (optional). Pick the closest one; do not describe the request.
+---@field tool_attempted? string Name of the LMCP tool involved (e.g. read_file). Optional.
+---@field attempt_count? integer How many times this was attempted (optional).
+---@class report_friction_result
+---@field status "sent"|"queued"|"not_sent"
+---@field reason? string
+---@field payload? table
+---Send the lmcp team an anonymous signal that a tool failed, returned nothing useful or could not
+---do what the user asked, so it can be fixed. Offer it to the user after such a failure and send
+---it if they agree. It holds a category, the tool's name and facts lmcp gathers itself: the
+---failing call's error class, each argument's type and approximate size (never its value), the
+---names and outcomes of the last ten tool calls, and whether the tool is installed, available and
+---allowed. It never holds the request, messages, file contents, account names or other personal
+---data. It is sent when called (there is no preview), and nothing is sent when the user has turned
+---anonymous signals off.
+---effect: send
+---@param args report_friction_args
+---@return report_friction_result
+function tools.report_friction(args) end
+
 ---@class run_command_args
 ---@field program string Program name (looked up in PATH) or path
 ---@field args? string[] Arguments, passed as they are

@@ -90,6 +90,14 @@ pub enum Command {
     /// Save, run, share and delete recipes.
     #[command(subcommand)]
     Recipe(super::recipe::RecipeCommand),
+    /// Turn anonymous friction signals on or off, or set where they go.
+    Signals {
+        #[command(subcommand)]
+        action: Option<SignalsCommand>,
+    },
+    /// Send waiting friction reports, or show every report sent or waiting.
+    #[command(subcommand)]
+    Friction(FrictionCommand),
     /// Show the most recent calls (shapes only, never values).
     History {
         /// How many calls to show.
@@ -197,6 +205,38 @@ pub enum GrantsCommand {
         /// The rule to remove.
         key: Option<String>,
     },
+}
+
+/// `lmcp signals ...`
+#[derive(Debug, Subcommand)]
+pub enum SignalsCommand {
+    /// Allow anonymous friction reports.
+    On,
+    /// Send and keep nothing.
+    Off,
+    /// Show whether signals are on and where they go.
+    Status,
+    /// Set (or, with --clear, remove) where reports are sent: https://, or http:// on loopback.
+    Endpoint {
+        /// The URL.
+        url: Option<String>,
+        /// Remove the endpoint: reports wait in the outbox.
+        #[arg(long, conflicts_with = "url")]
+        clear: bool,
+    },
+}
+
+/// `lmcp friction ...`
+#[derive(Debug, Subcommand)]
+pub enum FrictionCommand {
+    /// Send the reports that are due (all of them with --force).
+    Flush {
+        /// Ignore the backoff and try every waiting report now.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show exactly the payloads sent or waiting, as JSON.
+    Log,
 }
 
 /// `lmcp roots ...`
@@ -350,6 +390,31 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),
         Command::History { count } => history(host, count, json),
+        Command::Signals { action } => {
+            signals(host, action.unwrap_or(SignalsCommand::Status), json)
+        }
+        Command::Friction(FrictionCommand::Flush { force }) => {
+            let h = Arc::clone(host);
+            let report =
+                tokio::task::spawn_blocking(move || crate::tools::friction::flush(&h, force))
+                    .await
+                    .map_err(|e| Error::Usage(e.to_string()))??;
+            let value = serde_json::to_value(&report).unwrap_or_default();
+            emit(json, &value, || {
+                let mut s = format!("sent {}, waiting {}\n", report.sent, report.waiting);
+                for p in &report.problems {
+                    s.push_str(&format!("  {p}\n"));
+                }
+                s
+            });
+            Ok(0)
+        }
+        Command::Friction(FrictionCommand::Log) => {
+            let log = crate::tools::friction::log(host)?;
+            let text = serde_json::to_string_pretty(&log).unwrap_or_default();
+            emit(json, &log, || text);
+            Ok(0)
+        }
         Command::Types { output } => types(host, output, json),
         Command::Paths => paths(host, json),
     }
@@ -964,6 +1029,44 @@ fn types(host: &Arc<Host>, output: Option<PathBuf>, json: bool) -> Result<u8> {
         None if json => emit(true, &json!({"definitions": text}), String::new),
         None => print!("{text}"),
     }
+    Ok(0)
+}
+
+fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> Result<u8> {
+    match action {
+        SignalsCommand::On | SignalsCommand::Off => {
+            let on = matches!(action, SignalsCommand::On);
+            host.update_config(|c| {
+                c.signals.enabled = on;
+                Ok(())
+            })?;
+        }
+        SignalsCommand::Endpoint { url, clear } => {
+            if let Some(u) = &url {
+                crate::tools::friction::check_endpoint(u)?;
+            } else if !clear {
+                return Err(Error::Usage(
+                    "give a URL, or --clear to remove the endpoint".into(),
+                ));
+            }
+            host.update_config(|c| {
+                c.signals.endpoint = url.clone();
+                Ok(())
+            })?;
+        }
+        SignalsCommand::Status => {}
+    }
+    let s = host.config().signals;
+    let value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
+    emit(json, &value, || {
+        format!(
+            "anonymous signals: {}\nendpoint: {}\n",
+            if s.enabled { "on" } else { "off" },
+            s.endpoint
+                .as_deref()
+                .unwrap_or("(none: reports wait in the outbox)")
+        )
+    });
     Ok(0)
 }
 

@@ -6,11 +6,13 @@
 //! | `calculate.rs`| `calculate`                             | read          |
 //! | `files.rs`    | `read_file`, `write_file`, `list_dir`   | read / write  |
 //! | `command.rs`  | `run_command`                           | write (destructive, full profile) |
+//! | `friction.rs` | `report_friction`                       | send (no preview)                 |
 
 pub mod calculate;
 pub mod command;
 pub mod datetime;
 pub mod files;
+pub mod friction;
 
 use crate::error::Result;
 use crate::registry::Registry;
@@ -23,5 +25,6 @@ pub fn register_builtins(registry: &Registry) -> Result<()> {
     registry.register_builtin(files::write_spec(), files::write_handler())?;
     registry.register_builtin(files::list_spec(), files::list_handler())?;
     registry.register_builtin(command::spec(), command::handler_fn())?;
+    registry.register_builtin(friction::spec(), friction::handler_fn())?;
     Ok(())
 }

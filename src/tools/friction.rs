@@ -1,0 +1,468 @@
+//! `report_friction`: an anonymous signal that a tool failed, that never leaks what the user did.
+//!
+//! The caller gives only categories from fixed lists (and a tool name). Everything else in the
+//! payload the runtime takes from its own records: the named tool's last failed call from the
+//! history ring (its error class, and each argument's declared name, JSON type and size bucket —
+//! the history never held a value), the names and outcome classes of the last ten calls, whether
+//! the tool is installed, available and granted, the lmcp version and the platform. Names of
+//! user-made tools (`user_*`) are redacted: a person chose them, so they may say something about
+//! that person. No request text, message, file name, path or account name is ever included; the
+//! schema of the payload is `docs/friction-payload.schema.json`.
+//!
+//! Delivery: to the endpoint in the config (HTTPS, or plain HTTP on loopback only), POSTed as
+//! JSON with a timeout. A report that cannot be delivered waits in a persistent outbox and is
+//! retried with backoff by `lmcp friction flush`; with no endpoint it waits there too. Nothing is
+//! sent or queued while anonymous signals are off (`lmcp signals off`) or in private mode (the
+//! gate refuses send tools then).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::gate::HistoryEntry;
+use crate::host::Host;
+use crate::registry::{Annotations, Effect, Handler, ToolSpec, handler};
+use crate::store::{self, FileLock};
+
+/// The payload schema's name and version.
+pub const PAYLOAD_SCHEMA: &str = "lmcp-friction/1";
+/// How long one delivery may take.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// The seed's friction types.
+pub const FRICTION_TYPES: &[&str] = &[
+    "repeated_failure",
+    "task_abandoned",
+    "workaround_needed",
+    "cannot_complete",
+    "other",
+];
+/// The seed's error categories.
+pub const ERROR_CATEGORIES: &[&str] = &[
+    "permission",
+    "timeout",
+    "empty",
+    "not_found",
+    "parse",
+    "wrong_result",
+    "missing_capability",
+    "crash",
+    "other",
+];
+/// The seed's intent categories.
+pub const INTENT_CATEGORIES: &[&str] = &[
+    "find_email",
+    "read_email",
+    "send_email",
+    "send_message",
+    "read_messages",
+    "schedule_event",
+    "read_calendar",
+    "manage_reminder",
+    "manage_note",
+    "manage_contact",
+    "read_file",
+    "write_file",
+    "search_files",
+    "document_work",
+    "cloud_storage",
+    "browse_web",
+    "run_command",
+    "other",
+];
+
+/// The tool's spec: the seed's schema, effect send, no preview.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        "report_friction",
+        "Report friction",
+        "Send the lmcp team an anonymous signal that a tool failed, returned nothing useful or could \
+         not do what the user asked, so it can be fixed. Offer it to the user after such a failure \
+         and send it if they agree. It holds a category, the tool's name and facts lmcp gathers \
+         itself: the failing call's error class, each argument's type and approximate size (never \
+         its value), the names and outcomes of the last ten tool calls, and whether the tool is \
+         installed, available and allowed. It never holds the request, messages, file contents, \
+         account names or other personal data. It is sent when called (there is no preview), and \
+         nothing is sent when the user has turned anonymous signals off.",
+        json!({
+            "type": "object",
+            "properties": {
+                "friction_type": {"type": "string", "enum": FRICTION_TYPES, "description": "What kind of friction you observed."},
+                "error_category": {"type": "string", "enum": ERROR_CATEGORIES, "description": "Category of what went wrong (optional)."},
+                "intent_category": {"type": "string", "enum": INTENT_CATEGORIES, "description": "What the user was trying to do, chosen from this list (optional). Pick the closest one; do not describe the request."},
+                "tool_attempted": {"type": "string", "description": "Name of the LMCP tool involved (e.g. read_file). Optional."},
+                "attempt_count": {"type": "integer", "minimum": 0, "description": "How many times this was attempted (optional)."}
+            },
+            "required": ["friction_type"],
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Send, Annotations { read_only_hint: false, destructive_hint: false, idempotent_hint: false, open_world_hint: true })
+    .without_preview()
+    .summary(|a| format!("send an anonymous friction report ({})", a["friction_type"].as_str().unwrap_or("?")))
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": ["sent", "queued", "not_sent"]},
+            "reason": {"type": "string"},
+            "payload": {"type": "object"}
+        },
+        "required": ["status"]
+    }))
+}
+
+/// The tool's handler.
+pub fn handler_fn() -> Handler {
+    handler(|inv| async move {
+        let host = inv.host;
+        let config = host.config();
+        if !config.signals.enabled {
+            return Ok(json!({
+                "status": "not_sent",
+                "reason": "anonymous signals are off; nothing was sent or kept (`lmcp signals on` turns them on)",
+            }));
+        }
+        let payload = build_payload(&host, &inv.args)?;
+        let endpoint = config.signals.endpoint.clone();
+        let report = Queued {
+            id: uuid::Uuid::new_v4().to_string(),
+            attempts: 0,
+            next_attempt_unix: 0,
+            payload,
+        };
+        let Some(endpoint) = endpoint else {
+            enqueue(&host, report.clone())?;
+            return Ok(json!({
+                "status": "queued",
+                "reason": "no endpoint is set; the report waits in the outbox (`lmcp signals endpoint URL`, then `lmcp friction flush`)",
+                "payload": report.payload,
+            }));
+        };
+        let body = report.payload.clone();
+        let sent = tokio::task::spawn_blocking(move || deliver(&endpoint, &body))
+            .await
+            .map_err(|e| Error::tool("report_friction", e.to_string()))?;
+        match sent {
+            Ok(()) => {
+                log_sent(&host, &report.payload)?;
+                Ok(json!({"status": "sent", "payload": report.payload}))
+            }
+            Err(why) => {
+                let mut r = report;
+                r.attempts = 1;
+                r.next_attempt_unix = now_unix() + backoff_secs(1);
+                let payload = r.payload.clone();
+                enqueue(&host, r)?;
+                Ok(json!({
+                    "status": "queued",
+                    "reason": format!("the endpoint could not be reached ({why}); `lmcp friction flush` retries"),
+                    "payload": payload,
+                }))
+            }
+        }
+    })
+}
+
+/// Names of user-made tools are redacted; unknown names are not repeated.
+fn public_name(host: &Host, name: &str) -> String {
+    if name.starts_with("user_") {
+        "user_*".to_string()
+    } else if host.registry().get(name).is_some() || name == "(unknown)" {
+        name.to_string()
+    } else {
+        "(unknown)".to_string()
+    }
+}
+
+/// Builds the payload from the arguments' categories and the runtime's own records.
+pub fn build_payload(host: &Host, args: &Value) -> Result<Value> {
+    let recent = host.history().recent(200)?.entries;
+    let last_ten: Vec<Value> = recent
+        .iter()
+        .rev()
+        .take(10)
+        .rev()
+        .map(|e| json!({"tool": public_name(host, &e.tool), "outcome": e.outcome}))
+        .collect();
+    let mut payload = json!({
+        "schema": PAYLOAD_SCHEMA,
+        "friction_type": args["friction_type"],
+        "lmcp_version": env!("CARGO_PKG_VERSION"),
+        "platform": format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+        "recent_calls": last_ten,
+    });
+    for key in ["error_category", "intent_category", "attempt_count"] {
+        if let Some(v) = args.get(key) {
+            payload[key] = v.clone();
+        }
+    }
+    if let Some(name) = args.get("tool_attempted").and_then(Value::as_str) {
+        let config = host.config();
+        let tool = host.registry().get(name);
+        let mut t = json!({
+            "name": public_name(host, name),
+            "installed": tool.is_some(),
+        });
+        if let Some(tool) = &tool {
+            let s = tool.spec();
+            t["available"] = json!(s.availability(&config, host.transport()).is_available());
+            t["grant"] = json!(
+                config
+                    .grant_for(&s.name, s.effect, s.annotations.destructive_hint)
+                    .0
+            );
+        }
+        let failed: Option<&HistoryEntry> = recent
+            .iter()
+            .rev()
+            .find(|e| e.tool == name && e.outcome != "done" && e.outcome != "preview");
+        if let Some(f) = failed {
+            let args: Vec<Value> = f
+                .args
+                .iter()
+                .map(|a| json!({"name": a.name, "type": a.kind, "size": a.size}))
+                .collect();
+            t["last_failed_call"] = json!({"outcome": f.outcome, "args": args});
+        }
+        payload["tool"] = t;
+    }
+    Ok(payload)
+}
+
+/// Checks an endpoint: HTTPS anywhere, plain HTTP only on loopback.
+pub fn check_endpoint(url: &str) -> Result<()> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("https://") && url.len() > "https://".len() {
+        return Ok(());
+    }
+    if let Some(rest) = lower.strip_prefix("http://") {
+        let host = rest.split(['/', '?']).next().unwrap_or("");
+        let host = if host.starts_with('[') {
+            host.split(']')
+                .next()
+                .map(|h| format!("{h}]"))
+                .unwrap_or_default()
+        } else {
+            host.split(':').next().unwrap_or("").to_string()
+        };
+        let loopback_ip = host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+        if matches!(host.as_str(), "localhost" | "[::1]") || loopback_ip {
+            return Ok(());
+        }
+    }
+    Err(Error::Usage(format!(
+        "`{url}` is not allowed: use an https:// URL, or http:// only on loopback (127.0.0.1, localhost, [::1])"
+    )))
+}
+
+/// POSTs one payload; the reason on failure.
+fn deliver(endpoint: &str, payload: &Value) -> std::result::Result<(), String> {
+    check_endpoint(endpoint).map_err(|e| e.to_string())?;
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(SEND_TIMEOUT))
+        .http_status_as_error(false)
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let body = serde_json::to_vec(payload).map_err(|e| e.to_string())?;
+    match agent
+        .post(endpoint)
+        .header("content-type", "application/json")
+        .send(&body[..])
+    {
+        Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) => Err(format!(
+            "the endpoint answered HTTP {}",
+            r.status().as_u16()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A report waiting to be sent.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Queued {
+    /// A random id (not derived from anything the user did).
+    pub id: String,
+    /// Delivery attempts so far.
+    pub attempts: u32,
+    /// Not before this unix time.
+    pub next_attempt_unix: i64,
+    /// Exactly what will be sent.
+    pub payload: Value,
+}
+
+fn dir(host: &Host) -> PathBuf {
+    host.paths().data_dir.join("friction")
+}
+
+fn outbox_path(host: &Host) -> PathBuf {
+    dir(host).join("outbox.json")
+}
+
+fn sent_path(host: &Host) -> PathBuf {
+    dir(host).join("sent.jsonl")
+}
+
+fn now_unix() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// Seconds to wait after `attempts` failures: 1, 2, 4... minutes, at most a day.
+pub fn backoff_secs(attempts: u32) -> i64 {
+    (60i64 << attempts.saturating_sub(1).min(10)).min(86_400)
+}
+
+fn read_outbox(host: &Host) -> Result<Vec<Queued>> {
+    Ok(store::read_json(&outbox_path(host))?.unwrap_or_default())
+}
+
+fn enqueue(host: &Host, report: Queued) -> Result<()> {
+    let path = outbox_path(host);
+    let _lock = FileLock::acquire(&path)?;
+    let mut all = read_outbox(host)?;
+    all.push(report);
+    store::write_json(&path, &all)
+}
+
+fn log_sent(host: &Host, payload: &Value) -> Result<()> {
+    use std::io::Write;
+    let path = sent_path(host);
+    let _lock = FileLock::acquire(&path)?;
+    store::ensure_dir(&dir(host))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    let line = json!({"sent_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "payload": payload});
+    f.write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| Error::io(&path, e))
+}
+
+/// What `lmcp friction flush` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlushReport {
+    /// Reports delivered now.
+    pub sent: usize,
+    /// Reports still waiting, and why.
+    pub waiting: usize,
+    /// Why nothing or not everything went out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// Sends the reports that are due (all of them with `force`), keeping the rest with backoff.
+pub fn flush(host: &Host, force: bool) -> Result<FlushReport> {
+    let config = host.config();
+    if !config.signals.enabled || config.modes.private {
+        let why = if config.modes.private {
+            "private mode is on"
+        } else {
+            "anonymous signals are off"
+        };
+        let waiting = read_outbox(host)?.len();
+        return Ok(FlushReport {
+            sent: 0,
+            waiting,
+            problems: vec![format!("{why}; nothing was sent")],
+        });
+    }
+    let Some(endpoint) = config.signals.endpoint else {
+        let waiting = read_outbox(host)?.len();
+        return Ok(FlushReport {
+            sent: 0,
+            waiting,
+            problems: vec!["no endpoint is set (`lmcp signals endpoint URL`)".into()],
+        });
+    };
+    let path = outbox_path(host);
+    let _lock = FileLock::acquire(&path)?;
+    let all = read_outbox(host)?;
+    let now = now_unix();
+    let mut keep = Vec::new();
+    let mut report = FlushReport {
+        sent: 0,
+        waiting: 0,
+        problems: Vec::new(),
+    };
+    for mut q in all {
+        if !force && q.next_attempt_unix > now {
+            keep.push(q);
+            continue;
+        }
+        match deliver(&endpoint, &q.payload) {
+            Ok(()) => {
+                log_sent(host, &q.payload)?;
+                report.sent += 1;
+            }
+            Err(why) => {
+                q.attempts += 1;
+                q.next_attempt_unix = now + backoff_secs(q.attempts);
+                report.problems.push(why);
+                keep.push(q);
+            }
+        }
+    }
+    report.waiting = keep.len();
+    store::write_json(&path, &keep)?;
+    report.problems.dedup();
+    Ok(report)
+}
+
+/// Every payload sent or waiting, exactly as sent or to be sent.
+pub fn log(host: &Host) -> Result<Value> {
+    let waiting: Vec<Value> = read_outbox(host)?
+        .into_iter()
+        .map(|q| json!({"attempts": q.attempts, "next_attempt_unix": q.next_attempt_unix, "payload": q.payload}))
+        .collect();
+    let mut sent = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(sent_path(host)) {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Value>(line) {
+                Ok(v) => sent.push(v),
+                Err(_) => host.warn(format!(
+                    "skipped an unreadable line in {}",
+                    sent_path(host).display()
+                )),
+            }
+        }
+    }
+    Ok(json!({"sent": sent, "waiting": waiting}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_https_or_loopback() {
+        for ok in [
+            "https://signals.example/v1",
+            "http://127.0.0.1:8080/x",
+            "http://localhost/x",
+            "http://[::1]:9/x",
+        ] {
+            check_endpoint(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "http://example.com/x",
+            "ftp://x",
+            "http://10.0.0.1/x",
+            "https://",
+            "http://127.0.0.1.evil.com/x",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff_secs(1), 60);
+        assert_eq!(backoff_secs(2), 120);
+        assert_eq!(backoff_secs(30), 86_400);
+    }
+}
