@@ -313,7 +313,7 @@ fn now_unix() -> i64 {
 
 /// Seconds to wait after `attempts` failures: 1, 2, 4... minutes, at most a day.
 pub fn backoff_secs(attempts: u32) -> i64 {
-    (60i64 << attempts.saturating_sub(1).min(10)).min(86_400)
+    (60i64 << attempts.saturating_sub(1).min(16)).min(86_400)
 }
 
 fn read_outbox(host: &Host) -> Result<Vec<Queued>> {
