@@ -263,6 +263,22 @@ env.lmcp = {
 
 env.params = api.params
 
+-- A skill's configuration: read-only, so a script cannot change what the next run sees.
+if api.config ~= nil then
+  local values = api.config
+  env.config = raw_setmetatable({}, {
+    __index = values,
+    __newindex = function()
+      raw_error("config is read-only; change it with `lmcp skill config`", 2)
+    end,
+    __pairs = function()
+      return next, values, nil
+    end,
+    __metatable = false,
+  })
+  protected[env.config] = true
+end
+
 -- Modules --------------------------------------------------------------------------------------
 
 local loaded = {}

@@ -257,6 +257,8 @@ pub struct ToolSpec {
     pub has_preview: bool,
     /// For programs exposed as tools: the tools they may call. `None` for tools that call none.
     pub capabilities: Option<Capabilities>,
+    /// The arguments may hold secrets: previews and confirmation prompts never show them.
+    pub secret_args: bool,
     /// Optional argument summary for previews and prompts.
     #[serde(skip)]
     pub summarize: Option<Summarizer>,
@@ -278,8 +280,15 @@ impl ToolSpec {
             requires: Requirements::default(),
             has_preview: true,
             capabilities: None,
+            secret_args: false,
             summarize: None,
         }
+    }
+
+    /// Declares that the arguments may hold secrets (previews and prompts hide them).
+    pub fn secret_args(mut self) -> Self {
+        self.secret_args = true;
+        self
     }
 
     /// Declares which tools this program may call; the gate refuses any other call made while

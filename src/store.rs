@@ -93,6 +93,15 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
 
 /// Writes `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_write_with(path, bytes, false)
+}
+
+/// Like [`atomic_write`], for files only the user may read (0600 from the first byte on Unix).
+pub fn atomic_write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_write_with(path, bytes, true)
+}
+
+fn atomic_write_with(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -104,7 +113,16 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
     let result = (|| {
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = private;
+        let mut f = options.open(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
         drop(f);

@@ -276,6 +276,78 @@ function tools.report_friction(args) end
 ---@return run_command_result
 function tools.run_command(args) end
 
+---@class skill_call_args
+---@field skill string
+---@field script string
+---@field params? table
+---Run one script of an installed, enabled skill directly, with its params; it sees the skill's
+---config, can require the skill's other scripts, and may call only the tools its ---@uses lists.
+---Timeout 300 s unless the script's @timeout says otherwise.
+---effect: write
+---@param args skill_call_args
+---@return any
+function tools.skill_call(args) end
+
+---@class skill_config_args
+---@field name string
+---@field values table
+---Set a skill's config values ({key: value}; null removes one). Values of secret fields are stored
+---apart, readable by the user only, and never shown again.
+---effect: write
+---@param args skill_config_args
+---@return any
+function tools.skill_config(args) end
+
+---@class skill_enable_args
+---@field name string
+---@field enabled boolean
+---Turn a skill on or off; a disabled skill's scripts cannot be called and its script tools
+---disappear.
+---effect: write
+---@param args skill_enable_args
+---@return any
+function tools.skill_enable(args) end
+
+---@class skill_get_args
+---@field name string
+---A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the
+---values set (secrets never shown), or null when there is no such skill.
+---effect: read
+---@param args skill_get_args
+---@return any
+function tools.skill_get(args) end
+
+---@class skill_install_args
+---@field skill_md string
+---@field scripts? table[]
+---@field references? table[]
+---Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional
+---version and config fields {title, type: text|number|select|switch, secret, required, default,
+---values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses
+---lists the tools a script calls) and references [{name, content}]. A skill of the same name is
+---updated (installtime kept); an invalid package changes nothing.
+---effect: write
+---@param args skill_install_args
+---@return any
+function tools.skill_install(args) end
+
+---@class skill_list_args
+---List the installed skills: name, description, toolNames, referenceNames, hasConfig, enabled,
+---installtime, updatetime.
+---effect: read
+---@param args? skill_list_args
+---@return any
+function tools.skill_list(args) end
+
+---@class skill_remove_args
+---@field name string
+---Remove an installed skill, its config values and its script tools. Returns whether it was
+---installed.
+---effect: write (destructive)
+---@param args skill_remove_args
+---@return any
+function tools.skill_remove(args) end
+
 ---@class write_file_args
 ---@field path string File path, relative to the workspace or absolute inside a root
 ---@field content string The text to write

@@ -90,6 +90,9 @@ pub enum Command {
     /// Save, run, share and delete recipes.
     #[command(subcommand)]
     Recipe(super::recipe::RecipeCommand),
+    /// Install, configure and call skills.
+    #[command(subcommand)]
+    Skill(super::skill::SkillCommand),
     /// Turn anonymous friction signals on or off, or set where they go.
     Signals {
         #[command(subcommand)]
@@ -386,6 +389,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         }
         Command::Run(args) => super::run::run_file(host, args, json).await,
         Command::Recipe(command) => super::recipe::recipe(host, command, json).await,
+        Command::Skill(command) => super::skill::skill(host, command, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),

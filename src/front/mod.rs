@@ -7,6 +7,7 @@
 //! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
 //! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
 //! | `mcp.rs` | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)    |
+//! | `skill.rs`| `lmcp skill ...`: install, show, configure and call skills       |
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
@@ -14,3 +15,4 @@ pub mod mcp;
 pub mod recipe;
 pub mod repl;
 pub mod run;
+pub mod skill;

@@ -50,6 +50,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         },
         params,
         modules: Vec::new(),
+        config: None,
     };
     let script = Script {
         source,

@@ -166,10 +166,16 @@ async fn decide_and_run(
     let summary = spec
         .summarize
         .map_or_else(|| default_summary(spec, &args), |f| f(&args));
+    // Arguments that may hold secrets are never shown in a preview or a prompt.
+    let shown_args = if spec.secret_args {
+        serde_json::json!({"(hidden)": "this tool's arguments may hold secrets"})
+    } else {
+        args.clone()
+    };
     if mode == ConfirmMode::Preview && spec.has_preview && (changes_state || grant == Grant::Ask) {
         return Outcome::Preview(Preview {
             tool: name,
-            args,
+            args: shown_args,
             effect: spec.effect,
             summary,
         });
@@ -188,7 +194,7 @@ async fn decide_and_run(
             tool: name.clone(),
             effect: spec.effect,
             destructive,
-            args: args.clone(),
+            args: shown_args,
             summary,
             why: why.clone(),
         };

@@ -674,6 +674,7 @@ pub fn workflow_handler(compiled: Arc<Compiled>) -> Handler {
                     output: Output::Capture,
                     params,
                     modules: Vec::new(),
+                    config: None,
                 };
                 let script = Script {
                     source: source.clone(),

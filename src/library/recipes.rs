@@ -882,6 +882,7 @@ async fn run_lua(
         output: Output::Capture,
         params: params.clone(),
         modules: Vec::new(),
+        config: None,
     };
     let script = Script {
         source: source.to_string(),

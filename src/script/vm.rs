@@ -57,6 +57,8 @@ pub struct VmOptions {
     pub params: Map<String, Json>,
     /// Extra modules `require` can find (a skill's scripts): name and source.
     pub modules: Vec<(String, String)>,
+    /// A read-only `config` table (a skill's configuration values), when given.
+    pub config: Option<Map<String, Json>>,
 }
 
 impl Default for VmOptions {
@@ -66,6 +68,7 @@ impl Default for VmOptions {
             output: Output::Terminal,
             params: Map::new(),
             modules: Vec::new(),
+            config: None,
         }
     }
 }
@@ -231,6 +234,13 @@ impl Vm {
             memory_limit: options.limits.memory,
         });
         let api = build_api(&lua, &state, &options.params).map_err(script_error)?;
+        if let Some(config) = &options.config {
+            api.set(
+                "config",
+                convert::to_lua(&lua, &Json::Object(config.clone())).map_err(script_error)?,
+            )
+            .map_err(script_error)?;
+        }
         let (env, runner): (Table, Function) = lua
             .load(PRELUDE)
             .set_name("=prelude")

@@ -1,0 +1,375 @@
+//! `lmcp skill ...`: install, inspect, configure and call skills from the command line. Every
+//! action is a call of the matching `skill_*` tool through the gate.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Subcommand;
+use serde_json::{Map, Value, json};
+
+use super::cli::{cancel_on_ctrl_c, emit};
+use crate::error::{Error, Result};
+use crate::gate::{
+    AlwaysYes, CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin, TtyPrompt,
+};
+use crate::host::Host;
+use crate::library::skills;
+
+/// `lmcp skill ...`
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// List the installed skills.
+    List,
+    /// Show a skill: prompt, config (secrets masked), scripts and references.
+    Show {
+        /// The skill's name.
+        name: String,
+    },
+    /// Install (or update) a skill from a folder holding SKILL.md, scripts/ and references/.
+    Install {
+        /// The folder.
+        dir: PathBuf,
+        /// Install without asking after showing what its scripts call.
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Remove a skill (asks first; --yes to confirm up front).
+    Remove {
+        /// The skill's name.
+        name: String,
+        /// Confirm without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Run one of a skill's scripts.
+    Call {
+        /// The skill's name.
+        skill: String,
+        /// The script's name.
+        script: String,
+        /// Params as a JSON object.
+        params: Option<String>,
+        /// Run state-changing calls without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Set config values: KEY=VALUE... (secret values are never shown again).
+    Config {
+        /// The skill's name.
+        name: String,
+        /// Values as KEY=VALUE.
+        values: Vec<String>,
+    },
+    /// Turn a skill on.
+    Enable {
+        /// The skill's name.
+        name: String,
+    },
+    /// Turn a skill off.
+    Disable {
+        /// The skill's name.
+        name: String,
+    },
+}
+
+fn confirmer(yes: bool) -> Arc<dyn Confirmer> {
+    if yes {
+        Arc::new(AlwaysYes)
+    } else if std::io::stdin().is_terminal() {
+        Arc::new(TtyPrompt::new())
+    } else {
+        Arc::new(NoPerson)
+    }
+}
+
+async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<Value> {
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer(yes));
+    cancel_on_ctrl_c(&ctx);
+    host.call(CallRequest::new(tool, args, ctx))
+        .await
+        .into_result()
+}
+
+/// Reads a skill folder into `skill_install`'s arguments.
+pub fn package_args(dir: &Path) -> Result<Value> {
+    let md_path = dir.join("SKILL.md");
+    let skill_md = std::fs::read_to_string(&md_path).map_err(|e| Error::io(&md_path, e))?;
+    let read = |sub: &str, value: &str, only_lua: bool| -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let path = dir.join(sub);
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            return Ok(out);
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        for f in files {
+            let name = f
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if only_lua && !name.ends_with(".lua") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).map_err(|e| Error::io(&f, e))?;
+            out.push(json!({"name": name, value: text}));
+        }
+        Ok(out)
+    };
+    Ok(
+        json!({"skill_md": skill_md, "scripts": read("scripts", "code", true)?, "references": read("references", "content", false)?}),
+    )
+}
+
+fn ask(question: &str) -> Result<bool> {
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+/// Runs `lmcp skill ...`.
+pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Result<u8> {
+    match command {
+        SkillCommand::List => {
+            let v = gated(host, "skill_list", json!({}), false).await?;
+            emit(json, &v, || {
+                let list = v["skills"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    return "no skills installed; `lmcp skill install DIR` adds one".into();
+                }
+                list.iter()
+                    .map(|s| {
+                        format!(
+                            "{:<24} {:<8} {} script(s)  {}\n",
+                            s["name"].as_str().unwrap_or(""),
+                            if s["enabled"] == true {
+                                "enabled"
+                            } else {
+                                "disabled"
+                            },
+                            s["toolNames"].as_array().map_or(0, Vec::len),
+                            s["description"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            });
+            Ok(0)
+        }
+        SkillCommand::Show { name } => {
+            let v = gated(host, "skill_get", json!({"name": name}), false).await?;
+            if v["skill"].is_null() {
+                return Err(Error::Refused(format!(
+                    "there is no skill `{name}`; `lmcp skill list` lists them"
+                )));
+            }
+            let s = v["skill"].clone();
+            emit(json, &s, || {
+                let mut out = format!(
+                    "{} — {}\n",
+                    s["name"].as_str().unwrap_or(""),
+                    s["description"].as_str().unwrap_or("")
+                );
+                out.push_str(&format!("scripts: {}\n", s["toolNames"]));
+                out.push_str(&format!("references: {}\n", s["referenceNames"]));
+                for (k, f) in s["config"].as_object().into_iter().flatten() {
+                    let value = &s["values"][k];
+                    let shown = if f["secret"] == true {
+                        if value["set"] == true {
+                            "********".to_string()
+                        } else {
+                            "(not set)".to_string()
+                        }
+                    } else if value.is_null() {
+                        "(not set)".to_string()
+                    } else {
+                        value.to_string()
+                    };
+                    out.push_str(&format!("config {k}: {shown}\n"));
+                }
+                out.push_str(&format!("\n{}", s["prompt"].as_str().unwrap_or("")));
+                out
+            });
+            Ok(0)
+        }
+        SkillCommand::Install { dir, yes } => {
+            let args = package_args(&dir)?;
+            let scripts: Vec<(String, String)> = args["scripts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    (
+                        s["name"].as_str().unwrap_or("").to_string(),
+                        s["code"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            let refs: Vec<(String, String)> = args["references"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    (
+                        s["name"].as_str().unwrap_or("").to_string(),
+                        s["content"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            let package = skills::check_package(
+                host,
+                args["skill_md"].as_str().unwrap_or(""),
+                &scripts,
+                &refs,
+            )?;
+            if !json {
+                println!("skill `{}`: {}", package.md.name, package.md.description);
+                for s in &package.scripts {
+                    let calls = s
+                        .header
+                        .uses
+                        .as_ref()
+                        .map_or("read tools only".to_string(), |u| u.join(", "));
+                    println!("  script {:<20} may call: {calls}", s.name);
+                }
+            }
+            let go = yes || (std::io::stdin().is_terminal() && !json && ask("Install it?")?);
+            if !go {
+                if !json {
+                    println!("not installed (pass --yes to install it)");
+                }
+                return Ok(3);
+            }
+            let v = gated(host, "skill_install", args, true).await?;
+            emit(json, &v, || {
+                format!(
+                    "{} `{}`",
+                    if v["updated"] == true {
+                        "updated"
+                    } else {
+                        "installed"
+                    },
+                    v["name"].as_str().unwrap_or("")
+                )
+            });
+            Ok(0)
+        }
+        SkillCommand::Remove { name, yes } => {
+            let v = gated(host, "skill_remove", json!({"name": name}), yes).await?;
+            if v["removed"] != true {
+                return Err(Error::Refused(format!("there is no skill `{name}`")));
+            }
+            emit(json, &v, || format!("removed `{name}`"));
+            Ok(0)
+        }
+        SkillCommand::Call {
+            skill,
+            script,
+            params,
+            yes,
+        } => {
+            let params: Value = match params {
+                Some(p) => serde_json::from_str(&p)
+                    .map_err(|e| Error::Usage(format!("the params are not valid JSON: {e}")))?,
+                None => json!({}),
+            };
+            let v = gated(
+                host,
+                "skill_call",
+                json!({"skill": skill, "script": script, "params": params}),
+                yes,
+            )
+            .await?;
+            emit(json, &v, || {
+                let mut out = v["output"].as_str().unwrap_or("").to_string();
+                out.push_str(&serde_json::to_string_pretty(&v["result"]).unwrap_or_default());
+                out
+            });
+            Ok(0)
+        }
+        SkillCommand::Config { name, values } => {
+            let record = gated(host, "skill_get", json!({"name": name}), false).await?;
+            if record["skill"].is_null() {
+                return Err(Error::Refused(format!("there is no skill `{name}`")));
+            }
+            let mut given = Map::new();
+            for pair in &values {
+                let (k, v) = pair.split_once('=').ok_or_else(|| {
+                    Error::Usage(format!(
+                        "give KEY=VALUE, got `{}`",
+                        pair.split('=').next().unwrap_or("")
+                    ))
+                })?;
+                let field: skills::ConfigField =
+                    serde_json::from_value(record["skill"]["config"][k].clone())
+                        .map_err(|_| Error::Usage(format!("`{name}` has no config field `{k}`")))?;
+                given.insert(
+                    k.to_string(),
+                    field.from_text(v).map_err(|e| {
+                        Error::Usage(format!(
+                            "{k}: {}",
+                            if field.secret {
+                                "the value does not fit".to_string()
+                            } else {
+                                e
+                            }
+                        ))
+                    })?,
+                );
+            }
+            let v = gated(
+                host,
+                "skill_config",
+                json!({"name": name, "values": given}),
+                true,
+            )
+            .await?;
+            emit(json, &v, || {
+                format!(
+                    "set {}",
+                    v["set"]
+                        .as_array()
+                        .map(|a| a
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default()
+                )
+            });
+            Ok(0)
+        }
+        SkillCommand::Enable { name } => {
+            let v = gated(
+                host,
+                "skill_enable",
+                json!({"name": name, "enabled": true}),
+                true,
+            )
+            .await?;
+            emit(json, &v, || format!("`{name}` is enabled"));
+            Ok(0)
+        }
+        SkillCommand::Disable { name } => {
+            let v = gated(
+                host,
+                "skill_enable",
+                json!({"name": name, "enabled": false}),
+                true,
+            )
+            .await?;
+            emit(json, &v, || format!("`{name}` is disabled"));
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! Skills: install from a folder and through the tool, updates, invalid updates, list/get
+//! fields, removal, calls with params and config, timeouts, `require` limits, secrets and
+//! disabled skills.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TestHost, json_out, lmcp};
+use lmcp::gate::AlwaysYes;
+use lmcp::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
+use serde_json::{Value, json};
+
+fn ctx() -> CallContext {
+    CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes))
+}
+
+async fn call(t: &TestHost, tool: &str, args: Value) -> Outcome {
+    t.host.call(CallRequest::new(tool, args, ctx())).await
+}
+
+async fn ok(t: &TestHost, tool: &str, args: Value) -> Value {
+    call(t, tool, args.clone())
+        .await
+        .into_result()
+        .unwrap_or_else(|e| panic!("{tool} {args}: {e}"))
+}
+
+async fn err(t: &TestHost, tool: &str, args: Value) -> String {
+    match call(t, tool, args).await.into_result() {
+        Ok(v) => panic!("{tool}: expected an error, got {v}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const SKILL_MD: &str = "---\nname: demo\ndescription: A demo skill.\nconfig:\n  greeting:\n    title: Greeting\n    type: text\n    required: true\n  api_key:\n    title: API key\n    type: text\n    secret: true\n  loud:\n    type: switch\n    default: false\n---\n# Demo\nSay hello.\n";
+
+fn package(md: &str, hello: &str) -> Value {
+    json!({
+        "skill_md": md,
+        "scripts": [
+            {"name": "hello.lua", "code": hello},
+            {"name": "util.lua", "code": "local M = {}\nfunction M.shout(s) return s:upper() .. '!' end\nreturn M"},
+            {"name": "slow.lua", "code": "---@timeout 0.3\nwhile true do end"},
+            {"name": "forever.lua", "code": "while true do end"},
+            {"name": "escape.lua", "code": "return require('util').shout('own module')"},
+            {"name": "outside.lua", "code": "return require('word_stats')"}
+        ],
+        "references": [{"name": "style.md", "content": "Be brief."}]
+    })
+}
+
+const HELLO: &str = "---@param who string Who to greet\n---@param times? integer=1 How many times\nlocal util = require('util')\nlocal out = {}\nfor i = 1, params.times do\n  local line = config.greeting .. ', ' .. params.who\n  if config.loud then line = util.shout(line) end\n  out[#out + 1] = line\nend\nreturn {lines = out, has_key = config.api_key ~= nil}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_list_get_update_and_remove() {
+    let t = TestHost::new();
+    let installed = ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    assert_eq!(installed["name"], "demo");
+    assert_eq!(installed["updated"], false);
+    let list = ok(&t, "skill_list", json!({})).await;
+    let s = &list["skills"][0];
+    assert_eq!(s["name"], "demo");
+    assert_eq!(s["description"], "A demo skill.");
+    assert_eq!(
+        s["toolNames"],
+        json!(["escape", "forever", "hello", "outside", "slow", "util"])
+    );
+    assert_eq!(s["referenceNames"], json!(["style.md"]));
+    assert_eq!(s["hasConfig"], true);
+    assert_eq!(s["enabled"], true);
+    let installtime = s["installtime"].as_i64().unwrap();
+    assert!(s["updatetime"].as_i64().unwrap() >= installtime);
+
+    let got = ok(&t, "skill_get", json!({"name": "demo"})).await["skill"].clone();
+    assert_eq!(got["prompt"], "# Demo\nSay hello.\n");
+    assert_eq!(got["config"]["greeting"]["required"], true);
+    assert_eq!(got["config"]["api_key"]["secret"], true);
+    let timeouts: Vec<(String, f64)> = got["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["timeout_secs"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        timeouts.contains(&("hello".to_string(), 300.0)),
+        "default timeout: {timeouts:?}"
+    );
+    assert!(
+        timeouts.contains(&("slow".to_string(), 0.3)),
+        "@timeout: {timeouts:?}"
+    );
+    assert_eq!(
+        ok(&t, "skill_get", json!({"name": "nope"})).await["skill"],
+        Value::Null
+    );
+
+    // an update keeps installtime
+    std::thread::sleep(Duration::from_millis(20));
+    let updated = ok(
+        &t,
+        "skill_install",
+        package(&SKILL_MD.replace("A demo skill.", "A better demo."), HELLO),
+    )
+    .await;
+    assert_eq!(updated["updated"], true);
+    assert_eq!(updated["installtime"].as_i64().unwrap(), installtime);
+    assert!(updated["updatetime"].as_i64().unwrap() > installtime);
+    // an invalid update changes nothing
+    let e = err(
+        &t,
+        "skill_install",
+        package(
+            &SKILL_MD.replace("A demo skill.", "Broken."),
+            "return return",
+        ),
+    )
+    .await;
+    assert!(e.contains("hello.lua` does not compile"), "{e}");
+    let e = err(
+        &t,
+        "skill_install",
+        package("---\nname: demo\n---\n", HELLO),
+    )
+    .await;
+    assert!(e.contains("description"), "{e}");
+    let after = ok(&t, "skill_get", json!({"name": "demo"})).await["skill"].clone();
+    assert_eq!(after["description"], "A better demo.");
+    let leftovers: Vec<String> = std::fs::read_dir(t.home().join("data/skills"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") || n.ends_with(".old"))
+        .collect();
+    assert!(leftovers.is_empty(), "no temp folders left: {leftovers:?}");
+
+    // removal
+    assert_eq!(
+        ok(&t, "skill_remove", json!({"name": "demo"})).await["removed"],
+        true
+    );
+    assert_eq!(
+        ok(&t, "skill_remove", json!({"name": "demo"})).await["removed"],
+        false
+    );
+    assert!(t.host.registry().get("skill__demo__hello").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_with_params_config_timeouts_and_require() {
+    let t = TestHost::new();
+    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    let e = err(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "hello", "params": {"who": "ana"}}),
+    )
+    .await;
+    assert!(
+        e.contains("needs its config field `greeting`")
+            && e.contains("lmcp skill config demo greeting=VALUE"),
+        "{e}"
+    );
+    ok(
+        &t,
+        "skill_config",
+        json!({"name": "demo", "values": {"greeting": "Hello", "loud": true}}),
+    )
+    .await;
+    let r = ok(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "hello", "params": {"who": "ana", "times": 2}}),
+    )
+    .await;
+    assert_eq!(
+        r["result"],
+        json!({"lines": ["HELLO, ANA!", "HELLO, ANA!"], "has_key": false})
+    );
+    // the script tool is the same call
+    let r2 = ok(&t, "skill__demo__hello", json!({"who": "ana", "times": 2})).await;
+    assert_eq!(r2["result"], r["result"]);
+    let e = err(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "hello", "params": {}}),
+    )
+    .await;
+    assert!(e.contains("missing required parameter `who`"), "{e}");
+    let e = err(
+        &t,
+        "skill_config",
+        json!({"name": "demo", "values": {"loud": "very"}}),
+    )
+    .await;
+    assert!(e.contains("does not fit its Switch field"), "{e}");
+    let e = err(
+        &t,
+        "skill_config",
+        json!({"name": "demo", "values": {"colour": "red"}}),
+    )
+    .await;
+    assert!(e.contains("no config field `colour`"), "{e}");
+    // @timeout holds
+    let started = std::time::Instant::now();
+    let e = err(&t, "skill_call", json!({"skill": "demo", "script": "slow"})).await;
+    assert!(e.contains("timed out after 300ms"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // without @timeout, the 300 s default applies (a shorter deadline from the caller still wins)
+    let short = CallContext::root(Origin::Mcp, ConfirmMode::Confirmed)
+        .with_timeout(Duration::from_millis(300));
+    let o = t
+        .host
+        .call(CallRequest::new(
+            "skill_call",
+            json!({"skill": "demo", "script": "forever"}),
+            short,
+        ))
+        .await;
+    assert_eq!(o.class(), "failed:timeout");
+    // require: the skill's own scripts only
+    let r = ok(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "escape", "params": {}}),
+    )
+    .await;
+    assert_eq!(r["result"], json!("OWN MODULE!"));
+    let e = err(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "outside"}),
+    )
+    .await;
+    assert!(e.contains("module 'word_stats' not found"), "{e}");
+    // unknown script, unknown skill
+    assert!(
+        err(&t, "skill_call", json!({"skill": "demo", "script": "nope"}))
+            .await
+            .contains("scripts: escape, forever, hello")
+    );
+    assert!(
+        err(&t, "skill_call", json!({"skill": "ghost", "script": "x"}))
+            .await
+            .contains("no skill `ghost`")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_skills_cannot_be_called() {
+    let t = TestHost::new();
+    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    ok(
+        &t,
+        "skill_config",
+        json!({"name": "demo", "values": {"greeting": "Hi"}}),
+    )
+    .await;
+    ok(
+        &t,
+        "skill_enable",
+        json!({"name": "demo", "enabled": false}),
+    )
+    .await;
+    let e = err(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "hello", "params": {"who": "x"}}),
+    )
+    .await;
+    assert!(
+        e.contains("disabled") && e.contains("lmcp skill enable demo"),
+        "{e}"
+    );
+    assert!(
+        t.host.registry().get("skill__demo__hello").is_none(),
+        "its tools disappear"
+    );
+    assert_eq!(
+        ok(&t, "skill_list", json!({})).await["skills"][0]["enabled"],
+        false
+    );
+    ok(&t, "skill_enable", json!({"name": "demo", "enabled": true})).await;
+    assert!(t.host.registry().get("skill__demo__hello").is_some());
+    ok(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "hello", "params": {"who": "x"}}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_appear_anywhere() {
+    let t = TestHost::new();
+    let secret = "sk-TOP-SECRET-4242";
+    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    ok(
+        &t,
+        "skill_config",
+        json!({"name": "demo", "values": {"greeting": "Hi", "api_key": secret}}),
+    )
+    .await;
+    // the script can use it
+    let r = ok(
+        &t,
+        "skill_call",
+        json!({"skill": "demo", "script": "hello", "params": {"who": "x"}}),
+    )
+    .await;
+    assert_eq!(r["result"]["has_key"], true);
+    // but no output shows it
+    let mut seen = vec![
+        ok(&t, "skill_get", json!({"name": "demo"}))
+            .await
+            .to_string(),
+        ok(&t, "skill_list", json!({})).await.to_string(),
+        r.to_string(),
+        std::fs::read_to_string(t.home().join("data/history.jsonl")).unwrap(),
+    ];
+    // a preview or a prompt of skill_config hides its arguments
+    let preview = CallContext::root(Origin::Program, ConfirmMode::Preview);
+    let o = t
+        .host
+        .call(CallRequest::new(
+            "skill_config",
+            json!({"name": "demo", "values": {"api_key": secret}}),
+            preview,
+        ))
+        .await;
+    seen.push(o.to_json().to_string());
+    let person = Arc::new(lmcp::gate::Scripted::new([lmcp::gate::Answer::No]));
+    let asking = CallContext::root(Origin::Repl, ConfirmMode::Ask).with_confirmer(person.clone());
+    t.host
+        .call(CallRequest::new(
+            "skill_config",
+            json!({"name": "demo", "values": {"api_key": secret}}),
+            asking,
+        ))
+        .await;
+    seen.push(format!("{:?}", person.asked()));
+    for out in [
+        ["skill", "show", "demo"].as_slice(),
+        &["skill", "show", "demo", "--json"],
+        &["skill", "list", "--json"],
+        &["history", "--json"],
+    ] {
+        let o = lmcp(t.home(), out);
+        seen.push(String::from_utf8_lossy(&o.stdout).into_owned());
+        seen.push(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    for (i, s) in seen.iter().enumerate() {
+        assert!(!s.contains(secret), "output {i} shows the secret: {s}");
+    }
+    let shown = lmcp(t.home(), &["skill", "show", "demo"]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("config api_key: ********"));
+    // stored apart, readable by the user only
+    let secrets = t.home().join("config/skills/demo.secrets.json");
+    assert!(std::fs::read_to_string(&secrets).unwrap().contains(secret));
+    assert!(
+        !std::fs::read_to_string(t.home().join("config/skills/demo.json"))
+            .unwrap()
+            .contains(secret)
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&secrets).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}
+
+#[test]
+fn the_example_skills_from_the_cli() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/skills");
+    let ws = examples.join("word-stats");
+    let out = lmcp(h, &["skill", "install", ws.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "install shows what the scripts call and waits for --yes"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("script count_words") && text.contains("may call: read_file"),
+        "{text}"
+    );
+    assert_eq!(
+        lmcp(h, &["skill", "install", ws.to_str().unwrap(), "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let out = lmcp(
+        h,
+        &[
+            "skill",
+            "call",
+            "word-stats",
+            "count_words",
+            r#"{"text": "the cat and the hat and the bat", "limit": 2}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(
+        json_out(&out)["result"]["top"],
+        json!([{"word": "the", "count": 3}, {"word": "and", "count": 2}])
+    );
+    let ts = examples.join("team-standup");
+    assert_eq!(
+        lmcp(h, &["skill", "install", ts.to_str().unwrap(), "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        lmcp(
+            h,
+            &[
+                "skill",
+                "config",
+                "team-standup",
+                "team=Core",
+                "webhook_token=tok-XYZ-123"
+            ]
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    let out = lmcp(
+        h,
+        &[
+            "skill",
+            "call",
+            "team-standup",
+            "write_standup",
+            r#"{"yesterday": "a", "today": "b"}"#,
+            "--yes",
+            "--json",
+        ],
+    );
+    let v = json_out(&out);
+    assert_eq!(v["result"]["written"], true);
+    assert_eq!(v["result"]["can_post"], true);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("tok-XYZ-123"));
+    // scripts are tools for MCP clients too
+    let tools = json_out(&lmcp(h, &["tools", "--json"]));
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "skill__team_standup__write_standup")
+    );
+    assert_eq!(
+        lmcp(h, &["skill", "disable", "word-stats"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        lmcp(
+            h,
+            &[
+                "skill",
+                "call",
+                "word-stats",
+                "count_words",
+                r#"{"text": "x"}"#
+            ]
+        )
+        .status
+        .code(),
+        Some(1)
+    );
+    assert_eq!(
+        lmcp(h, &["skill", "remove", "word-stats"]).status.code(),
+        Some(3),
+        "remove asks first"
+    );
+    assert_eq!(
+        lmcp(h, &["skill", "remove", "word-stats", "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        json_out(&lmcp(h, &["skill", "list", "--json"]))["skills"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
