@@ -60,6 +60,41 @@ function lmcp.previews() end
 ---@class tools
 tools = {}
 
+---@class asset_get_args
+---@field workspace_id string The workspace's id (a UUID)
+---@field asset_id integer
+---One imported image: media type, pixel size, bytes and sha256.
+---effect: read
+---@param args asset_get_args
+---@return any
+function tools.asset_get(args) end
+
+---@class asset_import_args
+---@field workspace_id string The workspace's id (a UUID)
+---@field path string
+---@class asset_import_result
+---@field asset_id integer
+---@field media_type string
+---@field width integer
+---@field height integer
+---@field bytes integer
+---@field sha256 string
+---Copy a local image file (JPEG, PNG, GIF, WebP, TIFF or BMP, inside the allowed roots) into a
+---workspace. Returns {asset_id, media_type, width, height, bytes, sha256}. Local files only: needs
+---the stdio transport.
+---effect: write
+---@param args asset_import_args
+---@return asset_import_result
+function tools.asset_import(args) end
+
+---@class asset_list_args
+---@field workspace_id string The workspace's id (a UUID)
+---List the images imported into a workspace, by asset id.
+---effect: read
+---@param args asset_list_args
+---@return any
+function tools.asset_list(args) end
+
 ---@class calculate_args
 ---@field expression string The expression, e.g. "(1 + 2) * 3 ^ 2"
 ---@class calculate_result
@@ -347,6 +382,24 @@ function tools.skill_list(args) end
 ---@param args skill_remove_args
 ---@return any
 function tools.skill_remove(args) end
+
+---@class workspace_create_args
+---@field name string
+---@class workspace_create_result
+---@field workspace_id string
+---@field name? string
+---Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}.
+---effect: write
+---@param args workspace_create_args
+---@return workspace_create_result
+function tools.workspace_create(args) end
+
+---@class workspace_list_args
+---List the workspaces: id, name, when created, how many assets.
+---effect: read
+---@param args? workspace_list_args
+---@return any
+function tools.workspace_list(args) end
 
 ---@class write_file_args
 ---@field path string File path, relative to the workspace or absolute inside a root

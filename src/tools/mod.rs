@@ -7,7 +7,9 @@
 //! | `files.rs`    | `read_file`, `write_file`, `list_dir`   | read / write  |
 //! | `command.rs`  | `run_command`                           | write (destructive, full profile) |
 //! | `friction.rs` | `report_friction`                       | send (no preview)                 |
+//! | `assets.rs`   | `workspace_*`, `asset_*`                 | read / write                      |
 
+pub mod assets;
 pub mod calculate;
 pub mod command;
 pub mod datetime;
@@ -26,5 +28,8 @@ pub fn register_builtins(registry: &Registry) -> Result<()> {
     registry.register_builtin(files::list_spec(), files::list_handler())?;
     registry.register_builtin(command::spec(), command::handler_fn())?;
     registry.register_builtin(friction::spec(), friction::handler_fn())?;
+    for (spec, handler) in assets::tools() {
+        registry.register_builtin(spec, handler)?;
+    }
     Ok(())
 }

@@ -1,0 +1,298 @@
+//! Workspaces and image assets: what `build_image_pdf` works from.
+//!
+//! A workspace is a folder `DATA/workspaces/UUID/` with `workspace.json` (its name and the next
+//! asset id) and `assets/` holding a copy of every imported image, indexed in `assets.json`.
+//! Asset ids are positive integers handed out in order and never reused, even after a removal,
+//! so a reference to an asset never silently points at another image. Importing reads a local
+//! file, so it needs the local (stdio) transport and stays inside the allowed roots; the file
+//! must decode as an image.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::registry::{Annotations, Effect, Handler, Requirements, ToolSpec, handler};
+use crate::store::{self, FileLock};
+use crate::tools::files;
+
+/// Largest image file imported.
+pub const MAX_IMAGE_BYTES: u64 = 200 << 20;
+
+/// A workspace as stored.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    /// Its UUID.
+    pub workspace_id: String,
+    /// A name for people.
+    pub name: String,
+    /// When it was created (RFC 3339).
+    pub created: String,
+    /// The id the next imported asset gets.
+    pub next_asset_id: u64,
+}
+
+/// One imported image.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Asset {
+    /// Positive, stable, never reused.
+    pub asset_id: u64,
+    /// `image/jpeg`, `image/png`, ...
+    pub media_type: String,
+    /// Pixels across.
+    pub width: u32,
+    /// Pixels down.
+    pub height: u32,
+    /// File size.
+    pub bytes: u64,
+    /// The file's SHA-256, hex.
+    pub sha256: String,
+    /// The stored copy's file name inside the workspace's `assets/`.
+    pub file: String,
+    /// When it was imported (RFC 3339).
+    pub imported: String,
+}
+
+fn root(host: &Host) -> PathBuf {
+    host.paths().data_dir.join("workspaces")
+}
+
+/// A workspace's folder; refuses anything but a UUID, so no id can name another path.
+pub fn workspace_dir(host: &Host, id: &str) -> Result<PathBuf> {
+    let parsed = uuid::Uuid::parse_str(id)
+        .map_err(|_| Error::Refused(format!("`{id}` is not a workspace id (a UUID)")))?;
+    let dir = root(host).join(parsed.hyphenated().to_string());
+    if !dir.join("workspace.json").exists() {
+        return Err(Error::Refused(format!(
+            "there is no workspace `{id}`; `workspace_list` lists them"
+        )));
+    }
+    Ok(dir)
+}
+
+fn read_workspace(dir: &std::path::Path) -> Result<Workspace> {
+    store::read_json(&dir.join("workspace.json"))?
+        .ok_or_else(|| Error::Refused("the workspace is missing".into()))
+}
+
+/// The assets of a workspace.
+pub fn assets(host: &Host, id: &str) -> Result<Vec<Asset>> {
+    let dir = workspace_dir(host, id)?;
+    Ok(store::read_json(&dir.join("assets.json"))?.unwrap_or_default())
+}
+
+/// One asset and the path of its stored copy.
+pub fn asset(host: &Host, id: &str, asset_id: u64) -> Result<(Asset, PathBuf)> {
+    let dir = workspace_dir(host, id)?;
+    let a = assets(host, id)?
+        .into_iter()
+        .find(|a| a.asset_id == asset_id)
+        .ok_or_else(|| Error::Refused(format!("workspace `{id}` has no asset {asset_id}")))?;
+    let path = dir.join("assets").join(&a.file);
+    Ok((a, path))
+}
+
+/// Creates a workspace.
+pub fn create(host: &Host, name: &str) -> Result<Workspace> {
+    let id = uuid::Uuid::new_v4().hyphenated().to_string();
+    let ws = Workspace {
+        workspace_id: id.clone(),
+        name: name.to_string(),
+        created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        next_asset_id: 1,
+    };
+    let dir = root(host).join(&id);
+    store::ensure_dir(&dir.join("assets"))?;
+    store::write_json(&dir.join("workspace.json"), &ws)?;
+    Ok(ws)
+}
+
+/// Every workspace, newest last.
+pub fn list(host: &Host) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root(host)) else {
+        return Ok(out);
+    };
+    for e in entries.flatten() {
+        let dir = e.path();
+        match read_workspace(&dir) {
+            Ok(ws) => {
+                let count = store::read_json::<Vec<Asset>>(&dir.join("assets.json"))
+                    .ok()
+                    .flatten()
+                    .map_or(0, |a| a.len());
+                out.push(json!({"workspace_id": ws.workspace_id, "name": ws.name, "created": ws.created, "asset_count": count}));
+            }
+            Err(err) => host.warn(format!("{}: {err}; skipped", dir.display())),
+        }
+    }
+    out.sort_by(|a, b| {
+        a["created"]
+            .as_str()
+            .cmp(&b["created"].as_str())
+            .then(a["name"].as_str().cmp(&b["name"].as_str()))
+    });
+    Ok(out)
+}
+
+fn media_type(format: image::ImageFormat) -> Option<(&'static str, &'static str)> {
+    use image::ImageFormat::*;
+    Some(match format {
+        Jpeg => ("image/jpeg", "jpg"),
+        Png => ("image/png", "png"),
+        Gif => ("image/gif", "gif"),
+        WebP => ("image/webp", "webp"),
+        Tiff => ("image/tiff", "tiff"),
+        Bmp => ("image/bmp", "bmp"),
+        _ => return None,
+    })
+}
+
+/// Imports an image file (inside the allowed roots) into a workspace.
+pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
+    let dir = workspace_dir(host, id)?;
+    let source = files::resolve(&host.roots()?, path)?;
+    let meta = std::fs::metadata(&source).map_err(|e| Error::io(&source, e))?;
+    if !meta.is_file() {
+        return Err(Error::Refused(format!(
+            "{} is not a file",
+            source.display()
+        )));
+    }
+    if meta.len() > MAX_IMAGE_BYTES {
+        return Err(Error::Limit {
+            what: format!("{} is {} bytes", source.display(), meta.len()),
+            limit: format!("{MAX_IMAGE_BYTES} bytes"),
+        });
+    }
+    let bytes = std::fs::read(&source).map_err(|e| Error::io(&source, e))?;
+    let format = image::guess_format(&bytes).map_err(|_| {
+        Error::Refused(format!(
+            "{} is not an image lmcp can read",
+            source.display()
+        ))
+    })?;
+    let (media, ext) = media_type(format).ok_or_else(|| {
+        Error::Refused(format!(
+            "{} is a {format:?} image; lmcp takes JPEG, PNG, GIF, WebP, TIFF and BMP",
+            source.display()
+        ))
+    })?;
+    // It must decode: a truncated or damaged file is refused now, not when a PDF is built.
+    let decoded = image::load_from_memory_with_format(&bytes, format).map_err(|e| {
+        Error::Refused(format!(
+            "{} does not decode as an image: {e}",
+            source.display()
+        ))
+    })?;
+    let lock_path = dir.join("assets.json");
+    let _lock = FileLock::acquire(&lock_path)?;
+    let mut ws = read_workspace(&dir)?;
+    let mut all: Vec<Asset> = store::read_json(&lock_path)?.unwrap_or_default();
+    let asset_id = ws.next_asset_id.max(1);
+    let file = format!("{asset_id}.{ext}");
+    store::atomic_write(&dir.join("assets").join(&file), &bytes)?;
+    let asset = Asset {
+        asset_id,
+        media_type: media.to_string(),
+        width: decoded.width(),
+        height: decoded.height(),
+        bytes: bytes.len() as u64,
+        sha256: format!("{:x}", Sha256::digest(&bytes)),
+        file,
+        imported: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    all.push(asset.clone());
+    store::write_json(&lock_path, &all)?;
+    ws.next_asset_id = asset_id + 1;
+    store::write_json(&dir.join("workspace.json"), &ws)?;
+    Ok(asset)
+}
+
+fn asset_json(a: &Asset) -> Value {
+    json!({
+        "asset_id": a.asset_id, "media_type": a.media_type, "width": a.width, "height": a.height,
+        "bytes": a.bytes, "sha256": a.sha256, "imported": a.imported,
+    })
+}
+
+fn uuid_schema() -> Value {
+    json!({"type": "string", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "The workspace's id (a UUID)"})
+}
+
+/// The workspace and asset tools: spec and handler of each.
+pub fn tools() -> Vec<(ToolSpec, Handler)> {
+    let write = Annotations {
+        read_only_hint: false,
+        destructive_hint: false,
+        idempotent_hint: false,
+        open_world_hint: false,
+    };
+    vec![
+        (
+            ToolSpec::new(
+                "workspace_create",
+                "Create a workspace",
+                "Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}.",
+                json!({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200}}, "required": ["name"], "additionalProperties": false}),
+            )
+            .effect(Effect::Write, write)
+            .output(json!({"type": "object", "properties": {"workspace_id": {"type": "string"}, "name": {"type": "string"}}, "required": ["workspace_id"]})),
+            handler(|inv| async move {
+                let ws = create(&inv.host, inv.args["name"].as_str().unwrap_or(""))?;
+                Ok(json!({"workspace_id": ws.workspace_id, "name": ws.name}))
+            }),
+        ),
+        (
+            ToolSpec::new("workspace_list", "List workspaces", "List the workspaces: id, name, when created, how many assets.", json!({"type": "object", "properties": {}, "additionalProperties": false})),
+            handler(|inv| async move { Ok(json!({"workspaces": list(&inv.host)?})) }),
+        ),
+        (
+            ToolSpec::new(
+                "asset_import",
+                "Import an image",
+                "Copy a local image file (JPEG, PNG, GIF, WebP, TIFF or BMP, inside the allowed roots) into a workspace. Returns {asset_id, media_type, width, height, bytes, sha256}. Local files only: needs the stdio transport.",
+                json!({"type": "object", "properties": {"workspace_id": uuid_schema(), "path": {"type": "string", "minLength": 1}}, "required": ["workspace_id", "path"], "additionalProperties": false}),
+            )
+            .effect(Effect::Write, write)
+            .requires(Requirements { terminal: false, local_files: true })
+            .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256"]})),
+            handler(|inv| async move {
+                let (host, args) = (inv.host, inv.args);
+                let a = tokio::task::spawn_blocking(move || import(&host, args["workspace_id"].as_str().unwrap_or(""), args["path"].as_str().unwrap_or("")))
+                    .await
+                    .map_err(|e| Error::tool("asset_import", e.to_string()))??;
+                Ok(asset_json(&a))
+            }),
+        ),
+        (
+            ToolSpec::new(
+                "asset_list",
+                "List a workspace's images",
+                "List the images imported into a workspace, by asset id.",
+                json!({"type": "object", "properties": {"workspace_id": uuid_schema()}, "required": ["workspace_id"], "additionalProperties": false}),
+            ),
+            handler(|inv| async move {
+                let all = assets(&inv.host, inv.args["workspace_id"].as_str().unwrap_or(""))?;
+                Ok(json!({"assets": all.iter().map(asset_json).collect::<Vec<_>>()}))
+            }),
+        ),
+        (
+            ToolSpec::new(
+                "asset_get",
+                "Show an image asset",
+                "One imported image: media type, pixel size, bytes and sha256.",
+                json!({"type": "object", "properties": {"workspace_id": uuid_schema(), "asset_id": {"type": "integer", "minimum": 1}}, "required": ["workspace_id", "asset_id"], "additionalProperties": false}),
+            ),
+            handler(|inv| async move {
+                let (a, _) = asset(&inv.host, inv.args["workspace_id"].as_str().unwrap_or(""), inv.args["asset_id"].as_u64().unwrap_or(0))?;
+                Ok(asset_json(&a))
+            }),
+        ),
+    ]
+}

@@ -1,0 +1,169 @@
+//! Workspaces and image assets: create, import (decoding, confinement, stable ids), list, get.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::TestHost;
+use lmcp::gate::AlwaysYes;
+use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
+use serde_json::{Value, json};
+
+async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
+    let ctx =
+        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
+    t.host
+        .call(CallRequest::new(tool, args, ctx))
+        .await
+        .into_result()
+        .map_err(|e| e.to_string())
+}
+
+fn write_png(path: &std::path::Path, w: u32, h: u32) {
+    let img = image::RgbaImage::from_fn(w, h, |x, y| {
+        image::Rgba([(x * 7) as u8, (y * 5) as u8, 90, 200])
+    });
+    img.save(path).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_list_and_get() {
+    let t = TestHost::new();
+    let ws_dir = t.home().join("data/workspace");
+    std::fs::create_dir_all(&ws_dir).unwrap();
+    write_png(&ws_dir.join("a.png"), 40, 30);
+    image::RgbImage::from_pixel(20, 10, image::Rgb([10, 200, 30]))
+        .save(ws_dir.join("b.jpg"))
+        .unwrap();
+    std::fs::write(ws_dir.join("not-an-image.png"), b"\x89PNG\r\n\x1a\nbroken").unwrap();
+    std::fs::write(ws_dir.join("text.txt"), b"hello").unwrap();
+
+    let id = call(&t, "workspace_create", json!({"name": "album"}))
+        .await
+        .unwrap()["workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "a.png"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(a["asset_id"], 1);
+    assert_eq!(
+        (
+            a["media_type"].as_str().unwrap(),
+            a["width"].as_u64().unwrap(),
+            a["height"].as_u64().unwrap()
+        ),
+        ("image/png", 40, 30)
+    );
+    assert_eq!(a["sha256"].as_str().unwrap().len(), 64);
+    let b = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "b.jpg"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (
+            b["asset_id"].as_u64().unwrap(),
+            b["media_type"].as_str().unwrap()
+        ),
+        (2, "image/jpeg")
+    );
+    // refusals
+    let e = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "not-an-image.png"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("does not decode as an image"), "{e}");
+    let e = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "text.txt"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("not an image"), "{e}");
+    let e = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "/etc/hostname"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("outside the allowed roots"), "{e}");
+    let e = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": "00000000-0000-0000-0000-000000000000", "path": "a.png"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("no workspace"), "{e}");
+    let e = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": "../../etc", "path": "a.png"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("pattern"), "{e}");
+    // ids keep counting after failures; list and get agree
+    let c = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "a.png"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(c["asset_id"], 3);
+    let list = call(&t, "asset_list", json!({"workspace_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(list["assets"].as_array().unwrap().len(), 3);
+    let got = call(&t, "asset_get", json!({"workspace_id": id, "asset_id": 2}))
+        .await
+        .unwrap();
+    assert_eq!(got, b);
+    assert!(
+        call(&t, "asset_get", json!({"workspace_id": id, "asset_id": 9}))
+            .await
+            .unwrap_err()
+            .contains("no asset 9")
+    );
+    let wss = call(&t, "workspace_list", json!({})).await.unwrap();
+    assert_eq!(wss["workspaces"][0]["asset_count"], 3);
+    // the stored copy is byte for byte the source
+    let (asset, path) = lmcp::tools::assets::asset(&t.host, &id, 2).unwrap();
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        std::fs::read(ws_dir.join("b.jpg")).unwrap()
+    );
+    assert_eq!(asset.asset_id, 2);
+}
+
+#[test]
+fn importing_local_files_needs_the_local_transport() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = lmcp::HostOptions {
+        transport: lmcp::registry::Transport::Remote,
+    };
+    let host = lmcp::Host::open_with(lmcp::store::Paths::under(dir.path()), options).unwrap();
+    let tool = host.registry().get("asset_import").unwrap();
+    let a = tool.spec().availability(&host.config(), host.transport());
+    assert!(matches!(
+        a,
+        lmcp::registry::Availability::Unavailable {
+            reason: lmcp::registry::UnavailableReason::NeedsStdioTransport,
+            ..
+        }
+    ));
+}
