@@ -227,6 +227,32 @@ impl Capabilities {
     }
 }
 
+/// The effect and annotations of a program (custom tool, skill script) that may call the tools
+/// `capabilities` allows: the strongest effect among them, destructive or open world if any of
+/// them is, idempotent only if all are. A program limited to read tools is read-only.
+pub fn program_effect(registry: &Registry, capabilities: &Capabilities) -> (Effect, Annotations) {
+    let called: Vec<ToolSpec> = match capabilities {
+        Capabilities::Tools(names) => names
+            .iter()
+            .filter_map(|n| registry.get(n))
+            .map(|t| t.spec().clone())
+            .collect(),
+        Capabilities::ReadOnly => Vec::new(),
+    };
+    let effect = called
+        .iter()
+        .map(|s| s.effect)
+        .max()
+        .unwrap_or(Effect::Read);
+    let annotations = Annotations {
+        read_only_hint: effect == Effect::Read,
+        destructive_hint: called.iter().any(|s| s.annotations.destructive_hint),
+        idempotent_hint: called.iter().all(|s| s.annotations.idempotent_hint),
+        open_world_hint: called.iter().any(|s| s.annotations.open_world_hint),
+    };
+    (effect, annotations)
+}
+
 /// Builds a one-line summary of a call's arguments for previews and confirmation prompts.
 pub type Summarizer = fn(&Value) -> String;
 

@@ -82,7 +82,8 @@ fn a_session_end_to_end() {
 
     // Ctrl-C stops a running chunk and the session goes on
     // (the chunk prints first, so Ctrl-C is sent once it is surely running)
-    p.send_line("print('spin' .. 'ning') while true do end").unwrap();
+    p.send_line("print('spin' .. 'ning') while true do end")
+        .unwrap();
     p.exp_string("spinning").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(100));
     p.send_control('c').unwrap();

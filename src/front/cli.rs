@@ -653,17 +653,22 @@ fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<Value> {
     Ok(args)
 }
 
-/// Calls one tool for a subcommand (a person's direct action: confirmed, asking where a grant
-/// says ask) and renders the outcome.
-async fn call_tool(host: &Arc<Host>, name: &str, args: Value, yes: bool, json: bool) -> Result<u8> {
-    let confirmer: Arc<dyn Confirmer> = if yes {
+/// Who answers for a person on the command line: `--yes` says yes up front; on a terminal the
+/// person is asked; otherwise nobody can answer and calls that need a yes are not run.
+pub(crate) fn person(yes: bool) -> Arc<dyn Confirmer> {
+    if yes {
         Arc::new(AlwaysYes)
     } else if std::io::stdin().is_terminal() {
         Arc::new(TtyPrompt::new())
     } else {
         Arc::new(NoPerson)
-    };
-    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer);
+    }
+}
+
+/// Calls one tool for a subcommand (a person's direct action: confirmed, asking where a grant
+/// says ask) and renders the outcome.
+async fn call_tool(host: &Arc<Host>, name: &str, args: Value, yes: bool, json: bool) -> Result<u8> {
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(person(yes));
     cancel_on_ctrl_c(&ctx);
     let outcome = host.call(CallRequest::new(name, args, ctx)).await;
     render_outcome(&outcome, json);
@@ -672,22 +677,16 @@ async fn call_tool(host: &Arc<Host>, name: &str, args: Value, yes: bool, json: b
 
 async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {
     let arguments = read_call_args(args.args.as_deref())?;
-    let confirmer: Arc<dyn Confirmer> = if args.yes {
-        Arc::new(AlwaysYes)
-    } else if std::io::stdin().is_terminal() && args.args.as_deref() != Some("-") {
-        Arc::new(TtyPrompt::new())
-    } else {
+    // Arguments read from stdin leave no terminal to ask on.
+    let confirmer: Arc<dyn Confirmer> = if args.args.as_deref() == Some("-") && !args.yes {
         Arc::new(NoPerson)
+    } else {
+        person(args.yes)
     };
     // A direct call is the person's own action: it runs unless a grant says ask or deny.
     let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer);
-    if let Some(secs) = args.timeout {
-        if !(secs > 0.0 && secs.is_finite()) {
-            return Err(Error::Usage(
-                "--timeout must be a positive number of seconds".into(),
-            ));
-        }
-        ctx = ctx.with_timeout(Duration::from_secs_f64(secs));
+    if let Some(t) = timeout_arg(args.timeout)? {
+        ctx = ctx.with_timeout(t);
     }
     if std::io::stderr().is_terminal() && !json {
         ctx = ctx.with_progress(Arc::new(|p| {

@@ -10,10 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::cli::{cancel_on_ctrl_c, emit};
 use crate::error::{Error, Result};
-use crate::gate::{
-    AlwaysYes, CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin, Outcome,
-    TtyPrompt,
-};
+use crate::gate::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
 use crate::host::Host;
 use crate::library::recipes::{self, RunReport};
 use crate::program::header::ParamType;
@@ -79,20 +76,10 @@ pub enum RecipeCommand {
     },
 }
 
-fn confirmer(yes: bool) -> Arc<dyn Confirmer> {
-    if yes {
-        Arc::new(AlwaysYes)
-    } else if std::io::stdin().is_terminal() {
-        Arc::new(TtyPrompt::new())
-    } else {
-        Arc::new(NoPerson)
-    }
-}
-
 /// Calls a tool through the gate as a person's direct action; the outcome.
 async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool, progress: bool) -> Outcome {
-    let mut ctx =
-        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer(yes));
+    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
+        .with_confirmer(super::cli::person(yes));
     if progress {
         ctx = with_progress(ctx);
     }
@@ -496,7 +483,8 @@ pub async fn run_manifest(
     let given = typed_params(&manifest, params)?;
     let recipe = recipes::check(host, recipes::parse_manifest(manifest)?)?;
     let ctx = with_progress(
-        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer(yes)),
+        CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
+            .with_confirmer(super::cli::person(yes)),
     );
     cancel_on_ctrl_c(&ctx);
     let report: RunReport = recipes::run(host, &ctx, &recipe, &given, yes, plan_hash).await?;

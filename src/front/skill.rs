@@ -10,9 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::cli::{cancel_on_ctrl_c, emit};
 use crate::error::{Error, Result};
-use crate::gate::{
-    AlwaysYes, CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin, TtyPrompt,
-};
+use crate::gate::{CallContext, CallRequest, ConfirmMode, Origin};
 use crate::host::Host;
 use crate::library::skills;
 
@@ -73,18 +71,9 @@ pub enum SkillCommand {
     },
 }
 
-fn confirmer(yes: bool) -> Arc<dyn Confirmer> {
-    if yes {
-        Arc::new(AlwaysYes)
-    } else if std::io::stdin().is_terminal() {
-        Arc::new(TtyPrompt::new())
-    } else {
-        Arc::new(NoPerson)
-    }
-}
-
 async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<Value> {
-    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer(yes));
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
+        .with_confirmer(super::cli::person(yes));
     cancel_on_ctrl_c(&ctx);
     host.call(CallRequest::new(tool, args, ctx))
         .await

@@ -220,25 +220,7 @@ fn workflow_spec(
     params: &[Parameter],
     caps: &Capabilities,
 ) -> ToolSpec {
-    let called: Vec<ToolSpec> = match caps {
-        Capabilities::Tools(names) => names
-            .iter()
-            .filter_map(|n| host.registry().get(n))
-            .map(|t| t.spec().clone())
-            .collect(),
-        Capabilities::ReadOnly => Vec::new(),
-    };
-    let effect = called
-        .iter()
-        .map(|s| s.effect)
-        .max()
-        .unwrap_or(Effect::Read);
-    let annotations = Annotations {
-        read_only_hint: effect == Effect::Read,
-        destructive_hint: called.iter().any(|s| s.annotations.destructive_hint),
-        idempotent_hint: called.iter().all(|s| s.annotations.idempotent_hint),
-        open_world_hint: called.iter().any(|s| s.annotations.open_world_hint),
-    };
+    let (effect, annotations) = crate::registry::program_effect(host.registry(), caps);
     ToolSpec::new(
         &def.name,
         &def.name,

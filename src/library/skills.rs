@@ -623,25 +623,7 @@ fn capabilities(script: &SkillScript) -> Capabilities {
 fn register_scripts(host: &Host, package: &Package) -> Result<()> {
     for s in &package.scripts {
         let caps = capabilities(s);
-        let called: Vec<ToolSpec> = match &caps {
-            Capabilities::Tools(names) => names
-                .iter()
-                .filter_map(|n| host.registry().get(n))
-                .map(|t| t.spec().clone())
-                .collect(),
-            Capabilities::ReadOnly => Vec::new(),
-        };
-        let effect = called
-            .iter()
-            .map(|c| c.effect)
-            .max()
-            .unwrap_or(Effect::Read);
-        let annotations = Annotations {
-            read_only_hint: effect == Effect::Read,
-            destructive_hint: called.iter().any(|c| c.annotations.destructive_hint),
-            idempotent_hint: called.iter().all(|c| c.annotations.idempotent_hint),
-            open_world_hint: called.iter().any(|c| c.annotations.open_world_hint),
-        };
+        let (effect, annotations) = crate::registry::program_effect(host.registry(), &caps);
         let description = s.header.description.clone().unwrap_or_else(|| {
             format!(
                 "The `{}` script of the `{}` skill.",
