@@ -15,6 +15,7 @@ pub mod command;
 pub mod datetime;
 pub mod files;
 pub mod friction;
+pub mod jpeg;
 
 use crate::error::Result;
 use crate::registry::Registry;
