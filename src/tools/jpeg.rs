@@ -173,10 +173,19 @@ mod tests {
     /// An APP1 EXIF segment holding one orientation entry.
     fn exif_segment(orientation: u16, little_endian: bool) -> Vec<u8> {
         let mut tiff = Vec::new();
-        let (w16, w32): (fn(u16) -> [u8; 2], fn(u32) -> [u8; 4]) = if little_endian {
-            (u16::to_le_bytes, u32::to_le_bytes)
-        } else {
-            (u16::to_be_bytes, u32::to_be_bytes)
+        let w16 = |v: u16| {
+            if little_endian {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            }
+        };
+        let w32 = |v: u32| {
+            if little_endian {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            }
         };
         tiff.extend_from_slice(if little_endian { b"II" } else { b"MM" });
         tiff.extend_from_slice(&w16(42));
