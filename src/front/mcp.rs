@@ -178,6 +178,11 @@ impl Confirmer for ElicitingConfirmer {
 
 /// Records what would have been asked, to ask it through an input-required result instead
 /// (2026-07-28); with `approved`, answers yes to exactly that question.
+///
+/// Limitation: the client retries the whole call, so a program whose *later* step needs a yes
+/// runs its earlier steps again on the retry (the handshake era asks in place instead). Steps
+/// that need a yes are usually the first state-changing ones, but a recipe mixing several `ask`
+/// grants should be run with an `allow` grant or from a client of the handshake era.
 struct DeferringConfirmer {
     asked: Mutex<Option<ConfirmRequest>>,
     approved: Option<ConfirmRequest>,
