@@ -665,6 +665,53 @@ pub(crate) fn person(yes: bool) -> Arc<dyn Confirmer> {
     }
 }
 
+/// Calls a tool through the gate as a person's direct action (confirmed; asking where a grant
+/// says ask), with a progress line on a terminal when `progress`.
+pub(crate) async fn gated(
+    host: &Arc<Host>,
+    tool: &str,
+    args: Value,
+    yes: bool,
+    progress: bool,
+) -> Outcome {
+    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
+        .with_confirmer(super::cli::person(yes));
+    if progress {
+        ctx = with_progress(ctx);
+    }
+    cancel_on_ctrl_c(&ctx);
+    host.call(CallRequest::new(tool, args, ctx)).await
+}
+
+/// Shows progress reports on one stderr line, on a terminal.
+pub(crate) fn with_progress(ctx: CallContext) -> CallContext {
+    if !std::io::stderr().is_terminal() {
+        return ctx;
+    }
+    ctx.with_progress(Arc::new(|p| {
+        let total = p.total.unwrap_or(0);
+        eprint!("\r\x1b[2K{}", p.message);
+        if p.total.is_some() && p.done >= total {
+            eprint!("\r\x1b[2K");
+        }
+        let _ = std::io::stderr().flush();
+    }))
+}
+
+/// Asks a yes/no question on the terminal; anything but y or yes is no.
+pub(crate) fn ask(question: &str) -> Result<bool> {
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
 /// Calls one tool for a subcommand (a person's direct action: confirmed, asking where a grant
 /// says ask) and renders the outcome.
 async fn call_tool(host: &Arc<Host>, name: &str, args: Value, yes: bool, json: bool) -> Result<u8> {

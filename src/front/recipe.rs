@@ -1,16 +1,16 @@
 //! `lmcp recipe ...` and `lmcp run FILE.json`: recipes from the command line, rendered as a step
 //! table for people (a plan with its hash, or what ran) and as JSON with `--json`.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::cli::{cancel_on_ctrl_c, emit};
+use super::cli::{ask, cancel_on_ctrl_c, emit, gated, with_progress};
 use crate::error::{Error, Result};
-use crate::gate::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
+use crate::gate::{CallContext, ConfirmMode, Origin, Outcome};
 use crate::host::Host;
 use crate::library::recipes::{self, RunReport};
 use crate::program::header::ParamType;
@@ -77,30 +77,6 @@ pub enum RecipeCommand {
 }
 
 /// Calls a tool through the gate as a person's direct action; the outcome.
-async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool, progress: bool) -> Outcome {
-    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
-        .with_confirmer(super::cli::person(yes));
-    if progress {
-        ctx = with_progress(ctx);
-    }
-    cancel_on_ctrl_c(&ctx);
-    host.call(CallRequest::new(tool, args, ctx)).await
-}
-
-fn with_progress(ctx: CallContext) -> CallContext {
-    if !std::io::stderr().is_terminal() {
-        return ctx;
-    }
-    ctx.with_progress(Arc::new(|p| {
-        let total = p.total.unwrap_or(0);
-        eprint!("\r\x1b[2K{}", p.message);
-        if p.total.is_some() && p.done >= total {
-            eprint!("\r\x1b[2K");
-        }
-        let _ = std::io::stderr().flush();
-    }))
-}
-
 /// Renders an outcome's result, or fails with its error.
 fn done(outcome: Outcome) -> Result<Value> {
     outcome.into_result()
@@ -271,19 +247,6 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
 
 fn manifest_is_lua(saved: &Value) -> bool {
     saved["body"] == "lua"
-}
-
-fn ask(question: &str) -> Result<bool> {
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(
-        line.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
 }
 
 fn shell_quote(s: &str) -> String {

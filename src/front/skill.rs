@@ -1,16 +1,15 @@
 //! `lmcp skill ...`: install, inspect, configure and call skills from the command line. Every
 //! action is a call of the matching `skill_*` tool through the gate.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::cli::{cancel_on_ctrl_c, emit};
+use super::cli::{ask, emit};
 use crate::error::{Error, Result};
-use crate::gate::{CallContext, CallRequest, ConfirmMode, Origin};
 use crate::host::Host;
 use crate::library::skills;
 
@@ -72,10 +71,7 @@ pub enum SkillCommand {
 }
 
 async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<Value> {
-    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
-        .with_confirmer(super::cli::person(yes));
-    cancel_on_ctrl_c(&ctx);
-    host.call(CallRequest::new(tool, args, ctx))
+    super::cli::gated(host, tool, args, yes, false)
         .await
         .into_result()
 }
@@ -112,19 +108,6 @@ pub fn package_args(dir: &Path) -> Result<Value> {
     Ok(
         json!({"skill_md": skill_md, "scripts": read("scripts", "code", true)?, "references": read("references", "content", false)?}),
     )
-}
-
-fn ask(question: &str) -> Result<bool> {
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(
-        line.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
 }
 
 /// Runs `lmcp skill ...`.
