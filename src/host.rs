@@ -27,7 +27,7 @@ pub struct HostOptions {
 
 /// The config in memory and the file stamp it was read from.
 struct LoadedConfig {
-    config: Config,
+    config: Arc<Config>,
     stamp: Option<(SystemTime, u64)>,
 }
 
@@ -62,7 +62,10 @@ impl Host {
         let history = History::new(paths.history_file(), config.limits.history_size);
         let host = Host {
             history,
-            config: RwLock::new(LoadedConfig { config, stamp }),
+            config: RwLock::new(LoadedConfig {
+                config: Arc::new(config),
+                stamp,
+            }),
             registry: Registry::new(),
             transport: options.transport,
             warnings: Mutex::new(warnings),
@@ -99,23 +102,24 @@ impl Host {
         self.transport
     }
 
-    /// The current config, re-read first if the file changed since it was last read.
-    pub fn config(&self) -> Config {
+    /// The current config, re-read first if the file changed since it was last read. Shared,
+    /// not copied: the gate reads it on every call.
+    pub fn config(&self) -> Arc<Config> {
         let path = self.paths.config_file();
         let now = stamp_of(&path);
         {
             let loaded = self.config.read().unwrap_or_else(|p| p.into_inner());
             if loaded.stamp == now {
-                return loaded.config.clone();
+                return Arc::clone(&loaded.config);
             }
         }
         let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
         match config::load(&self.paths) {
-            Ok(c) => loaded.config = c,
+            Ok(c) => loaded.config = Arc::new(c),
             Err(e) => self.warn(format!("{e}; keeping the settings read before")),
         }
         loaded.stamp = now;
-        loaded.config.clone()
+        Arc::clone(&loaded.config)
     }
 
     /// Changes the config on disk (under the lock, atomically) and in memory.
@@ -125,7 +129,7 @@ impl Host {
             self.warn(w);
         }
         let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
-        loaded.config = config;
+        loaded.config = Arc::new(config);
         loaded.stamp = stamp_of(&self.paths.config_file());
         Ok(out)
     }
@@ -136,7 +140,7 @@ impl Host {
         let ws = self.paths.workspace_dir();
         store::ensure_dir(&ws)?;
         let mut roots = vec![ws];
-        roots.extend(self.config().roots);
+        roots.extend(self.config().roots.iter().cloned());
         Ok(roots)
     }
 

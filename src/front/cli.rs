@@ -921,7 +921,7 @@ fn mode_cmd(
             Ok(())
         })?;
     }
-    let m = host.config().modes;
+    let m = host.config().modes.clone();
     let all = [
         ("private", m.private),
         ("read-only", m.read_only),
@@ -1106,7 +1106,7 @@ fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> Result<u8> {
         }
         SignalsCommand::Status => {}
     }
-    let s = host.config().signals;
+    let s = host.config().signals.clone();
     let value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
     emit(json, &value, || {
         format!(

@@ -371,7 +371,7 @@ pub fn flush(host: &Host, force: bool) -> Result<FlushReport> {
             problems: vec![format!("{why}; nothing was sent")],
         });
     }
-    let Some(endpoint) = config.signals.endpoint else {
+    let Some(endpoint) = config.signals.endpoint.clone() else {
         let waiting = read_outbox(host)?.len();
         return Ok(FlushReport {
             sent: 0,
