@@ -325,6 +325,20 @@ async fn the_tools_table_cannot_be_tampered_with() {
         assert!(e.contains("read-only"), "{src}: {e}");
     }
     assert_eq!(eval(&t, "return getmetatable(tools)").await, json!(false));
+    // upvalue tricks: without the debug library nothing reaches the prelude's locals (the raw
+    // pcall, the host API) through a function's upvalues or its bytecode
+    let v = eval(
+        &t,
+        "local f = tools.calculate return {debug == nil, string.dump == nil, type(f)}",
+    )
+    .await;
+    assert_eq!(v[0], json!(true));
+    assert_eq!(v[1], json!(true));
+    assert_eq!(v[2], json!("function"));
+    let e = fails(&t, "return debug.getupvalue(tools.calculate, 1)", SHORT)
+        .await
+        .to_string();
+    assert!(e.contains("attempt to index a nil value"), "{e}");
     // Replacing the global only changes the script's own name for it.
     let v = eval(&t, "local real = tools tools = {probe_write = function() return 'fake' end} return real.calculate{expression='1+1'}.value").await;
     assert_eq!(v, json!(2));
