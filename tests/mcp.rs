@@ -2,7 +2,7 @@
 //! does), in both protocol generations: listing (with and without output schemas), calls with
 //! structured results, invalid arguments as isError, an unknown tool as a protocol error, a
 //! custom tool created over MCP with its list-changed notice, cancelling a long Lua run,
-//! progress from a recipe, and elicitation accepted and declined. See `tests/mcp/scenarios.py`.
+//! progress from a recipe and from a PDF build, and elicitation accepted and declined. See `tests/mcp/scenarios.py`.
 
 mod common;
 

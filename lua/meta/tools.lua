@@ -95,6 +95,31 @@ function tools.asset_import(args) end
 ---@return any
 function tools.asset_list(args) end
 
+---@class build_image_pdf_args
+---@field workspace_id string
+---@field source_asset_ids integer[]
+---@field title string
+---@field preset "square"|"portrait"|"landscape"
+---@class build_image_pdf_result
+---@field stage "ready"|"failed"
+---@field output_directory? string
+---@field file_path? string
+---@field manifest_path? string
+---@field preview_path? string
+---@field title string
+---@field preset string
+---@field pages table[]
+---@field retryable? boolean
+---@field error? string
+---Build one PDF from a workspace's images, one per page in the given order, fitted inside a margin
+---and centred (square 210×210 mm, portrait A4 or landscape A4). JPEGs are embedded byte for byte;
+---other images losslessly, with transparency. Writes document.pdf, manifest.json and preview.html
+---to a new output folder.
+---effect: write
+---@param args build_image_pdf_args
+---@return build_image_pdf_result
+function tools.build_image_pdf(args) end
+
 ---@class calculate_args
 ---@field expression string The expression, e.g. "(1 + 2) * 3 ^ 2"
 ---@class calculate_result

@@ -16,6 +16,7 @@ pub mod datetime;
 pub mod files;
 pub mod friction;
 pub mod jpeg;
+pub mod pdf;
 
 use crate::error::Result;
 use crate::registry::Registry;
@@ -29,6 +30,7 @@ pub fn register_builtins(registry: &Registry) -> Result<()> {
     registry.register_builtin(files::list_spec(), files::list_handler())?;
     registry.register_builtin(command::spec(), command::handler_fn())?;
     registry.register_builtin(friction::spec(), friction::handler_fn())?;
+    registry.register_builtin(pdf::spec(), pdf::handler_fn())?;
     for (spec, handler) in assets::tools() {
         registry.register_builtin(spec, handler)?;
     }

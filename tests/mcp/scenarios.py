@@ -168,7 +168,34 @@ async def progress() -> None:
         check(not r.is_error and len(r.structured_content["steps"]) == 3, str(r))
     check(len(seen) >= 3, f"progress notifications: {seen}")
     check(any(m and "step 2 of 3" in m for _, _, m in seen), str(seen))
+
+    # and from a PDF build: one report per page
+    seen.clear()
+    (HOME / "data" / "workspace").mkdir(parents=True, exist_ok=True)
+    (HOME / "data" / "workspace" / "page.png").write_bytes(tiny_png())
+    async with Client(server(), mode=MODE) as client:
+        ws = (await client.call_tool("workspace_create", {"name": "album"})).structured_content["workspace_id"]
+        r = await client.call_tool("asset_import", {"workspace_id": ws, "path": "page.png"})
+        check(not r.is_error, str(r))
+        args = {"workspace_id": ws, "source_asset_ids": [1, 1, 1], "title": "Album", "preset": "square"}
+        r = await client.call_tool("build_image_pdf", args, progress_callback=on_progress)
+        check(not r.is_error and r.structured_content["stage"] == "ready", str(r))
+    check(any(m and "page 3 of 3" in m for _, _, m in seen), f"PDF progress: {seen}")
     print("progress ok")
+
+
+def tiny_png() -> bytes:
+    import struct
+    import zlib
+
+    w, h = 4, 3
+    raw = b"".join(b"\x00" + b"".join(bytes([x * 60, y * 80, 200]) for x in range(w)) for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
 async def elicitation() -> None:

@@ -1,0 +1,419 @@
+//! build_image_pdf: pages, sizes, JPEG pass-through byte for byte, SMask for alpha, CMYK decode,
+//! EXIF orientation, the manifest, bad inputs, and (with pdftoppm) a page rendered back.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::TestHost;
+use lmcp::gate::AlwaysYes;
+use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
+use serde_json::{Value, json};
+
+async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
+    let ctx =
+        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
+    t.host
+        .call(CallRequest::new(tool, args, ctx))
+        .await
+        .into_result()
+        .map_err(|e| e.to_string())
+}
+
+fn jpeg_bytes(img: &image::RgbImage) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Jpeg).unwrap();
+    out.into_inner()
+}
+
+/// A JPEG with an EXIF orientation segment inserted after SOI.
+fn with_orientation(jpeg: &[u8], o: u16) -> Vec<u8> {
+    let mut tiff = b"MM\0\x2a\0\0\0\x08\0\x01".to_vec();
+    tiff.extend_from_slice(&[0x01, 0x12, 0, 3, 0, 0, 0, 1]);
+    tiff.extend_from_slice(&o.to_be_bytes());
+    tiff.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    let mut seg = vec![0xFF, 0xE1];
+    seg.extend_from_slice(&((2 + 6 + tiff.len()) as u16).to_be_bytes());
+    seg.extend_from_slice(b"Exif\0\0");
+    seg.extend_from_slice(&tiff);
+    let mut out = jpeg[..2].to_vec();
+    out.extend_from_slice(&seg);
+    out.extend_from_slice(&jpeg[2..]);
+    out
+}
+
+struct Fixture {
+    t: TestHost,
+    ws: String,
+    dir: PathBuf,
+}
+
+async fn fixture(files: &[(&str, Vec<u8>)]) -> Fixture {
+    let t = TestHost::new();
+    let dir = t.home().join("data/workspace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ws = call(&t, "workspace_create", json!({"name": "album"}))
+        .await
+        .unwrap()["workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+        call(
+            &t,
+            "asset_import",
+            json!({"workspace_id": ws, "path": name}),
+        )
+        .await
+        .unwrap();
+    }
+    Fixture { t, ws, dir }
+}
+
+fn stream_of(doc: &lopdf::Document, page_id: lopdf::ObjectId) -> &lopdf::Stream {
+    let page = doc.get_dictionary(page_id).unwrap();
+    let resources = page.get(b"Resources").unwrap();
+    let resources = match resources {
+        lopdf::Object::Reference(r) => doc.get_dictionary(*r).unwrap(),
+        lopdf::Object::Dictionary(d) => d,
+        _ => panic!("no resources"),
+    };
+    let xobjects = match resources.get(b"XObject").unwrap() {
+        lopdf::Object::Reference(r) => doc.get_dictionary(*r).unwrap(),
+        lopdf::Object::Dictionary(d) => d,
+        _ => panic!("no xobjects"),
+    };
+    // The page's content draws exactly one XObject: that image.
+    let content = lopdf::content::Content::decode(&doc.get_page_content(page_id)).unwrap();
+    let drawn: Vec<Vec<u8>> = content
+        .operations
+        .iter()
+        .filter(|op| op.operator == "Do")
+        .map(|op| op.operands[0].as_name().unwrap().to_vec())
+        .collect();
+    assert_eq!(drawn.len(), 1, "one image per page");
+    let r = xobjects.get(&drawn[0]).unwrap();
+    doc.get_object(r.as_reference().unwrap())
+        .unwrap()
+        .as_stream()
+        .unwrap()
+}
+
+fn media_box(doc: &lopdf::Document, page: lopdf::ObjectId) -> (f32, f32) {
+    let b = doc
+        .get_dictionary(page)
+        .unwrap()
+        .get(b"MediaBox")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone();
+    let n = |o: &lopdf::Object| {
+        o.as_float()
+            .or_else(|_| o.as_i64().map(|v| v as f32))
+            .unwrap()
+    };
+    (n(&b[2]) - n(&b[0]), n(&b[3]) - n(&b[1]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jpeg_passthrough_png_alpha_and_presets() {
+    let photo = image::RgbImage::from_fn(64, 48, |x, y| {
+        image::Rgb([(x * 4) as u8, (y * 5) as u8, 120])
+    });
+    let jpeg = jpeg_bytes(&photo);
+    let mut png = std::io::Cursor::new(Vec::new());
+    image::RgbaImage::from_fn(40, 30, |x, _| {
+        image::Rgba([200, 10, 10, if x < 20 { 255 } else { 60 }])
+    })
+    .write_to(&mut png, image::ImageFormat::Png)
+    .unwrap();
+    let mut png16 = std::io::Cursor::new(Vec::new());
+    image::ImageBuffer::<image::Rgba<u16>, _>::from_fn(10, 10, |x, _| {
+        image::Rgba([x as u16 * 6000, 0, 65535, 30000])
+    })
+    .write_to(&mut png16, image::ImageFormat::Png)
+    .unwrap();
+    let f = fixture(&[
+        ("p.jpg", jpeg.clone()),
+        ("a.png", png.into_inner()),
+        ("deep.png", png16.into_inner()),
+    ])
+    .await;
+    for (preset, size) in [
+        ("square", (595.3, 595.3)),
+        ("portrait", (595.3, 841.9)),
+        ("landscape", (841.9, 595.3)),
+    ] {
+        let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [2, 1, 3], "title": "Trip", "preset": preset})).await.unwrap();
+        assert_eq!(r["stage"], "ready", "{r}");
+        assert_eq!(
+            r["pages"],
+            json!([{"source_asset_id": 2}, {"source_asset_id": 1}, {"source_asset_id": 3}])
+        );
+        let pdf = std::fs::read(r["file_path"].as_str().unwrap()).unwrap();
+        assert!(pdf.starts_with(b"%PDF-1.4"), "SMask needs 1.4");
+        let doc = lopdf::Document::load_mem(&pdf).unwrap();
+        let pages = doc.get_pages();
+        assert_eq!(pages.len(), 3);
+        let ids: Vec<lopdf::ObjectId> = pages.values().cloned().collect();
+        let (w, h) = media_box(&doc, ids[0]);
+        assert!(
+            (w - size.0).abs() < 1.0 && (h - size.1).abs() < 1.0,
+            "{preset}: {w}x{h}"
+        );
+        // page 2 is the JPEG: DCTDecode, the bytes exactly the source file's
+        let jpeg_stream = stream_of(&doc, ids[1]);
+        assert_eq!(
+            jpeg_stream.dict.get(b"Filter").unwrap().as_name().unwrap(),
+            b"DCTDecode"
+        );
+        assert_eq!(jpeg_stream.content, jpeg, "JPEG embedded byte for byte");
+        // page 1 is the PNG with alpha: Flate, and an SMask object
+        let png_stream = stream_of(&doc, ids[0]);
+        assert_eq!(
+            png_stream.dict.get(b"Filter").unwrap().as_name().unwrap(),
+            b"FlateDecode"
+        );
+        let mask = png_stream
+            .dict
+            .get(b"SMask")
+            .unwrap()
+            .as_reference()
+            .expect("the mask is an object of its own");
+        assert_eq!(
+            doc.get_object(mask)
+                .unwrap()
+                .as_stream()
+                .unwrap()
+                .dict
+                .get(b"ColorSpace")
+                .unwrap()
+                .as_name()
+                .unwrap(),
+            b"DeviceGray"
+        );
+        // page 3 keeps 16 bits, alpha included
+        let deep = stream_of(&doc, ids[2]);
+        assert_eq!(
+            deep.dict
+                .get(b"BitsPerComponent")
+                .unwrap()
+                .as_i64()
+                .unwrap(),
+            16
+        );
+        let deep_mask = doc
+            .get_object(deep.dict.get(b"SMask").unwrap().as_reference().unwrap())
+            .unwrap()
+            .as_stream()
+            .unwrap();
+        assert_eq!(
+            deep_mask
+                .dict
+                .get(b"BitsPerComponent")
+                .unwrap()
+                .as_i64()
+                .unwrap(),
+            16
+        );
+        // the info dictionary has real dates and the title
+        let info = doc
+            .trailer
+            .get(b"Info")
+            .and_then(|i| i.as_reference())
+            .map(|r| doc.get_dictionary(r).unwrap().clone())
+            .unwrap();
+        let date = String::from_utf8_lossy(info.get(b"CreationDate").unwrap().as_str().unwrap())
+            .to_string();
+        assert!(date.starts_with("D:20"), "{date}");
+        // the manifest matches
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(manifest["title"], "Trip");
+        assert_eq!(manifest["pages"][1]["embedding"], "jpeg-passthrough");
+        assert_eq!(manifest["pages"][0]["source_asset_id"], 2);
+        let sha = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&pdf));
+        assert_eq!(manifest["pdf_sha256"], json!(sha));
+        let preview = std::fs::read_to_string(r["preview_path"].as_str().unwrap()).unwrap();
+        assert!(
+            preview.contains("<h1>Trip</h1>") && preview.contains("data:image/png;base64,"),
+            "self-contained preview"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orientation_swaps_the_placed_size() {
+    let photo = image::RgbImage::from_fn(80, 40, |x, _| image::Rgb([x as u8 * 3, 0, 0]));
+    let plain = jpeg_bytes(&photo);
+    let files: Vec<(String, Vec<u8>)> = (1..=8u16)
+        .map(|o| (format!("o{o}.jpg"), with_orientation(&plain, o)))
+        .chain(std::iter::once((
+            "o0.jpg".to_string(),
+            with_orientation(&plain, 0),
+        )))
+        .collect();
+    let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    let f = fixture(&refs).await;
+    let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9], "title": "o", "preset": "square"})).await.unwrap();
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    for (i, p) in manifest["pages"].as_array().unwrap().iter().enumerate() {
+        let o = p["orientation"].as_u64().unwrap();
+        let expected = if i == 8 { 1 } else { i as u64 + 1 };
+        assert_eq!(o, expected, "page {i}");
+        let (w, h) = (
+            p["placement_mm"]["width"].as_f64().unwrap(),
+            p["placement_mm"]["height"].as_f64().unwrap(),
+        );
+        if o >= 5 {
+            assert!(h > w, "orientation {o} stands the wide image up: {w}x{h}");
+        } else {
+            assert!(w > h, "orientation {o} keeps it wide: {w}x{h}");
+        }
+    }
+    // the matrices map the unit square onto the box, mirrored or turned as EXIF says
+    use lmcp::tools::pdf::placement;
+    assert_eq!(
+        placement(1, 10.0, 20.0, 100.0, 50.0),
+        [100.0, 0.0, 0.0, 50.0, 10.0, 20.0]
+    );
+    assert_eq!(
+        placement(6, 0.0, 0.0, 50.0, 100.0),
+        [0.0, -100.0, 50.0, 0.0, 0.0, 100.0]
+    );
+    assert_eq!(
+        placement(2, 0.0, 0.0, 10.0, 10.0),
+        [-10.0, 0.0, 0.0, 10.0, 10.0, 0.0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_inputs_give_the_documented_errors() {
+    let photo = image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3]));
+    let f = fixture(&[("x.jpg", jpeg_bytes(&photo))]).await;
+    let ok =
+        json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "t", "preset": "square"});
+    let mut cases = vec![];
+    let mut many = ok.clone();
+    many["source_asset_ids"] = json!((1..=21).collect::<Vec<u64>>());
+    cases.push((many, "/source_asset_ids"));
+    let mut empty = ok.clone();
+    empty["title"] = json!("");
+    cases.push((empty, "/title"));
+    let mut preset = ok.clone();
+    preset["preset"] = json!("poster");
+    cases.push((preset, "/preset"));
+    let mut extra = ok.clone();
+    extra["dpi"] = json!(300);
+    cases.push((extra, "additionalProperties"));
+    let mut zero = ok.clone();
+    zero["source_asset_ids"] = json!([0]);
+    cases.push((zero, "/source_asset_ids/0"));
+    for (args, expect) in cases {
+        let e = call(&f.t, "build_image_pdf", args).await.unwrap_err();
+        assert!(e.contains("invalid arguments") && e.contains(expect), "{e}");
+    }
+    // an unknown asset: failed, not retryable
+    let mut unknown = ok.clone();
+    unknown["source_asset_ids"] = json!([1, 7]);
+    let r = call(&f.t, "build_image_pdf", unknown).await.unwrap();
+    assert_eq!(
+        (
+            r["stage"].as_str().unwrap(),
+            r["retryable"].as_bool().unwrap()
+        ),
+        ("failed", false),
+        "{r}"
+    );
+    assert!(r["error"].as_str().unwrap().contains("no asset 7"));
+    // a stored file deleted behind our back: failed, retryable (an I/O failure)
+    let (_, stored) = lmcp::tools::assets::asset(&f.t.host, &f.ws, 1).unwrap();
+    std::fs::remove_file(&stored).unwrap();
+    let r = call(&f.t, "build_image_pdf", ok).await.unwrap();
+    assert_eq!(
+        (
+            r["stage"].as_str().unwrap(),
+            r["retryable"].as_bool().unwrap()
+        ),
+        ("failed", true),
+        "{r}"
+    );
+    // nothing half-written
+    let outputs = lmcp::tools::pdf::outputs_dir(&f.t.host, &f.ws).unwrap();
+    let left: Vec<String> = std::fs::read_dir(&outputs)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.iter().all(|n| !n.starts_with(".tmp")), "{left:?}");
+    let _ = f.dir;
+}
+
+/// Renders page 1 with pdftoppm (poppler-utils) and compares it with the source image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rendered_page_matches_its_source() {
+    if std::process::Command::new("pdftoppm")
+        .arg("-v")
+        .output()
+        .is_err()
+    {
+        panic!(
+            "pdftoppm is missing: `apt-get install poppler-utils` (the .ci/run script installs it)"
+        );
+    }
+    // Left half red, right half blue, fully opaque: placed on a square page with a margin.
+    let src = image::RgbaImage::from_fn(100, 100, |x, _| {
+        if x < 50 {
+            image::Rgba([255, 0, 0, 255])
+        } else {
+            image::Rgba([0, 0, 255, 255])
+        }
+    });
+    let mut png = std::io::Cursor::new(Vec::new());
+    src.write_to(&mut png, image::ImageFormat::Png).unwrap();
+    let f = fixture(&[("rb.png", png.into_inner())]).await;
+    let r = call(
+        &f.t,
+        "build_image_pdf",
+        json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "r", "preset": "square"}),
+    )
+    .await
+    .unwrap();
+    let out = f.t.home().join("render");
+    let status = std::process::Command::new("pdftoppm")
+        .args([
+            "-r",
+            "20",
+            "-png",
+            "-singlefile",
+            r["file_path"].as_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let page = image::open(Path::new(&format!("{}.png", out.display())))
+        .unwrap()
+        .to_rgb8();
+    let (w, h) = page.dimensions();
+    let px = |fx: f32, fy: f32| *page.get_pixel((w as f32 * fx) as u32, (h as f32 * fy) as u32);
+    let left = px(0.3, 0.5);
+    let right = px(0.7, 0.5);
+    let margin = px(0.01, 0.01);
+    assert!(left[0] > 200 && left[2] < 60, "left is red: {left:?}");
+    assert!(right[2] > 200 && right[0] < 60, "right is blue: {right:?}");
+    assert!(
+        margin[0] > 240 && margin[1] > 240 && margin[2] > 240,
+        "the margin is white: {margin:?}"
+    );
+}
