@@ -417,3 +417,55 @@ async fn a_rendered_page_matches_its_source() {
         "the margin is white: {margin:?}"
     );
 }
+
+#[test]
+fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
+    let home = tempfile::tempdir().unwrap();
+    let pics = tempfile::tempdir().unwrap();
+    let a = pics.path().join("a.jpg");
+    let b = pics.path().join("b.png");
+    std::fs::write(
+        &a,
+        jpeg_bytes(&image::RgbImage::from_pixel(30, 20, image::Rgb([9, 9, 9]))),
+    )
+    .unwrap();
+    image::RgbaImage::from_pixel(10, 10, image::Rgba([1, 2, 3, 128]))
+        .save(&b)
+        .unwrap();
+    let out = pics.path().join("out");
+    let o = common::lmcp(
+        home.path(),
+        &[
+            "pdf",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--title",
+            "Two",
+            "--preset",
+            "landscape",
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = common::json_out(&o);
+    assert_eq!(v["pages"].as_array().unwrap().len(), 2);
+    let doc = lopdf::Document::load(out.join("document.pdf")).unwrap();
+    assert_eq!(doc.get_pages().len(), 2);
+    assert!(out.join("manifest.json").exists() && out.join("preview.html").exists());
+    // the staged copies are gone; a missing file is a clear error
+    let staged: Vec<_> = std::fs::read_dir(home.path().join("data/workspace"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(staged.is_empty(), "{staged:?}");
+    let o = common::lmcp(home.path(), &["pdf", "/no/such.png", "--title", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such.png"));
+}

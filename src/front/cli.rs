@@ -90,6 +90,8 @@ pub enum Command {
     /// Save, run, share and delete recipes.
     #[command(subcommand)]
     Recipe(super::recipe::RecipeCommand),
+    /// Turn images into one PDF (imports them into a scratch workspace and builds).
+    Pdf(super::pdf::PdfArgs),
     /// Install, configure and call skills.
     #[command(subcommand)]
     Skill(super::skill::SkillCommand),
@@ -390,6 +392,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Run(args) => super::run::run_file(host, args, json).await,
         Command::Recipe(command) => super::recipe::recipe(host, command, json).await,
         Command::Skill(command) => super::skill::skill(host, command, json).await,
+        Command::Pdf(args) => super::pdf::pdf(host, args, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),

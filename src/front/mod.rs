@@ -4,6 +4,7 @@
 //! | file     | door                                                             |
 //! |----------|------------------------------------------------------------------|
 //! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
+//! | `pdf.rs`  | `lmcp pdf IMAGES...`: a scratch workspace and one build             |
 //! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
 //! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
 //! | `mcp.rs` | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)    |
@@ -12,6 +13,7 @@
 
 pub mod cli;
 pub mod mcp;
+pub mod pdf;
 pub mod recipe;
 pub mod repl;
 pub mod run;
