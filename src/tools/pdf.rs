@@ -109,6 +109,8 @@ struct Embedded {
     height: u32,
     orientation: u8,
     how: &'static str,
+    /// The preview thumbnail (base64 PNG), made from the same decode when there is one.
+    thumb: Option<String>,
 }
 
 fn dict(entries: Vec<(&str, DictItem)>) -> std::collections::BTreeMap<String, DictItem> {
@@ -292,6 +294,7 @@ fn embed(bytes: &[u8]) -> Result<Embedded> {
             height: info.height as u32,
             orientation: info.orientation,
             how: "jpeg-passthrough",
+            thumb: thumbnail(bytes, info.orientation),
         });
     }
     use image::ImageDecoder;
@@ -305,6 +308,7 @@ fn embed(bytes: &[u8]) -> Result<Embedded> {
     let img = image::DynamicImage::from_decoder(decoder)
         .map_err(|e| Error::tool("build_image_pdf", format!("cannot decode an image: {e}")))?;
     let (w, h) = (img.width(), img.height());
+    let thumb = thumb_of(&img, orientation);
     use image::DynamicImage as D;
     let (colors, bits, has_alpha, raw): (usize, usize, bool, Vec<u8>) = match img {
         D::ImageLuma8(i) => (1, 8, false, i.into_raw()),
@@ -362,6 +366,7 @@ fn embed(bytes: &[u8]) -> Result<Embedded> {
         height: h,
         orientation,
         how: "flate",
+        thumb,
     })
 }
 
@@ -385,7 +390,10 @@ fn mm_to_pt(mm: f32) -> f32 {
 }
 
 fn thumbnail(bytes: &[u8], orientation: u8) -> Option<String> {
-    let img = image::load_from_memory(bytes).ok()?;
+    thumb_of(&image::load_from_memory(bytes).ok()?, orientation)
+}
+
+fn thumb_of(img: &image::DynamicImage, orientation: u8) -> Option<String> {
     let mut t = img.thumbnail(240, 240);
     if let Some(o) = image::metadata::Orientation::from_exif(orientation) {
         t.apply_orientation(o);
@@ -431,13 +439,9 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
     let mut manifest_pages = Vec::new();
     let mut previews = Vec::new();
     let total = sources.len() as u64;
-    for (n, (asset, path)) in sources.iter().enumerate() {
-        if ctx.cancel_token().is_cancelled() {
-            return Err(Error::Cancelled);
-        }
-        ctx.progress(n as u64, Some(total), format!("page {} of {total}", n + 1));
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let embedded = embed(&bytes)?;
+    let prepared = prepare_pages(&sources, ctx)?;
+    for (n, ((asset, _), embedded)) in sources.iter().zip(prepared).enumerate() {
+        let _ = n;
         let (dw, dh) = if embedded.orientation >= 5 {
             (embedded.height as f32, embedded.width as f32)
         } else {
@@ -487,7 +491,7 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
             "embedding": embedded.how,
             "placement_mm": {"x": x_mm, "y": y_mm, "width": w_mm, "height": h_mm},
         }));
-        previews.push((asset.asset_id, thumbnail(&bytes, embedded.orientation)));
+        previews.push((asset.asset_id, embedded.thumb.clone()));
     }
     doc.with_pages(pages);
     let mut warnings = Vec::new();
@@ -541,6 +545,67 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
         "preset": preset,
         "pages": ids.iter().map(|i| json!({"source_asset_id": i})).collect::<Vec<_>>(),
     }))
+}
+
+/// Reads and embeds every page, on as many threads as there are cores (at most four), keeping
+/// page order; reports progress as pages finish and stops early when cancelled.
+fn prepare_pages(sources: &[(assets::Asset, PathBuf)], ctx: &CallContext) -> Result<Vec<Embedded>> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let total = sources.len();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Embedded>>>> =
+        Mutex::new((0..total).map(|_| None).collect());
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(total.max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total || ctx.cancel_token().is_cancelled() {
+                        break;
+                    }
+                    let path = &sources[i].1;
+                    let r = std::fs::read(path)
+                        .map_err(|e| Error::io(path, e))
+                        .and_then(|b| embed(&b));
+                    let failed = r.is_err();
+                    results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    ctx.progress(
+                        finished as u64,
+                        Some(total as u64),
+                        format!("page {finished} of {total}"),
+                    );
+                    if failed {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    if ctx.cancel_token().is_cancelled() {
+        return Err(Error::Cancelled);
+    }
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    // A failure wins over pages left unprepared because the workers stopped at it.
+    if let Some(pos) = results.iter().position(|r| matches!(r, Some(Err(_)))) {
+        if let Some(Some(Err(e))) = results.into_iter().nth(pos) {
+            return Err(e);
+        }
+        return Err(Error::tool("build_image_pdf", "a page failed"));
+    }
+    results
+        .into_iter()
+        .map(|r| {
+            r.and_then(Result::ok)
+                .ok_or_else(|| Error::tool("build_image_pdf", "a page was not prepared"))
+        })
+        .collect()
 }
 
 /// Moves streams nested in dictionaries (image masks) into objects of their own.
