@@ -133,6 +133,17 @@ pub struct Annotations {
 }
 
 impl Annotations {
+    /// A tool that changes state (readOnlyHint false): whether it may destroy or overwrite data,
+    /// whether repeating a call has no further effect, and whether it reaches outside the host.
+    pub const fn changing(destructive: bool, idempotent: bool, open_world: bool) -> Annotations {
+        Annotations {
+            read_only_hint: false,
+            destructive_hint: destructive,
+            idempotent_hint: idempotent,
+            open_world_hint: open_world,
+        }
+    }
+
     /// A read-only, idempotent, closed-world tool.
     pub const READ: Annotations = Annotations {
         read_only_hint: true,

@@ -2,21 +2,11 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::TestHost;
-use lmcp::gate::AlwaysYes;
-use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
 use serde_json::{Value, json};
 
 async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
-    let ctx =
-        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
-    t.host
-        .call(CallRequest::new(tool, args, ctx))
-        .await
-        .into_result()
-        .map_err(|e| e.to_string())
+    common::call_yes(&t.host, tool, args).await
 }
 
 fn write_png(path: &std::path::Path, w: u32, h: u32) {

@@ -4,21 +4,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use common::TestHost;
-use lmcp::gate::AlwaysYes;
-use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
 use serde_json::{Value, json};
 
 async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
-    let ctx =
-        CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
-    t.host
-        .call(CallRequest::new(tool, args, ctx))
-        .await
-        .into_result()
-        .map_err(|e| e.to_string())
+    common::call_yes(&t.host, tool, args).await
 }
 
 fn jpeg_bytes(img: &image::RgbImage) -> Vec<u8> {

@@ -883,7 +883,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
             "additionalProperties": false
         }),
     )
-    .effect(Effect::Write, Annotations { read_only_hint: false, destructive_hint: false, idempotent_hint: true, open_world_hint: false })
+    .effect(Effect::Write, Annotations::changing(false, true, false))
     .kind(Kind::Authoring)
     .summary(|a| format!("save the custom tool {}", a["name"].as_str().unwrap_or("?")));
     registry.register_builtin(
@@ -932,15 +932,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
             "additionalProperties": false
         }),
     )
-    .effect(
-        Effect::Write,
-        Annotations {
-            read_only_hint: false,
-            destructive_hint: true,
-            idempotent_hint: true,
-            open_world_hint: false,
-        },
-    )
+    .effect(Effect::Write, Annotations::changing(true, true, false))
     .kind(Kind::Authoring)
     .summary(|a| {
         format!(

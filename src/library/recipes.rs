@@ -1015,12 +1015,7 @@ fn name_arg(v: &Value) -> String {
 
 /// Registers the recipe tools.
 pub fn register_tools(registry: &Registry) -> Result<()> {
-    let write = Annotations {
-        read_only_hint: false,
-        destructive_hint: false,
-        idempotent_hint: true,
-        open_world_hint: false,
-    };
+    let write = Annotations::changing(false, true, false);
     let name_schema = json!({"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}, "required": ["name"], "additionalProperties": false});
 
     let save_spec = ToolSpec::new(
@@ -1077,7 +1072,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             "additionalProperties": false
         }),
     )
-    .effect(Effect::Write, Annotations { read_only_hint: false, destructive_hint: false, idempotent_hint: false, open_world_hint: true })
+    .effect(Effect::Write, Annotations::changing(false, false, true))
     .kind(Kind::Gateway)
     .without_preview()
     .summary(|a| format!("run the recipe \"{}\"{}", a["name"].as_str().unwrap_or("?"), if a["confirm"] == json!(true) { " for real" } else { " as a plan" }));
@@ -1184,15 +1179,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "Delete a saved recipe. It cannot be undone.",
         name_schema,
     )
-    .effect(
-        Effect::Write,
-        Annotations {
-            read_only_hint: false,
-            destructive_hint: true,
-            idempotent_hint: true,
-            open_world_hint: false,
-        },
-    )
+    .effect(Effect::Write, Annotations::changing(true, true, false))
     .kind(Kind::Authoring)
     .summary(|a| {
         format!(

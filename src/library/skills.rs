@@ -930,12 +930,7 @@ fn files_arg(v: &Value, key: &str, value_key: &str) -> Result<Vec<(String, Strin
 
 /// Registers the skill tools.
 pub fn register_tools(registry: &Registry) -> Result<()> {
-    let write = Annotations {
-        read_only_hint: false,
-        destructive_hint: false,
-        idempotent_hint: true,
-        open_world_hint: false,
-    };
+    let write = Annotations::changing(false, true, false);
     let name_only = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false});
     let files = |value: &str| json!({"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, value: {"type": "string"}}, "required": ["name", value], "additionalProperties": false}});
 
@@ -979,7 +974,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         }),
     )?;
     let remove_spec = ToolSpec::new("skill_remove", "Remove a skill", "Remove an installed skill, its config values and its script tools. Returns whether it was installed.", name_only.clone())
-        .effect(Effect::Write, Annotations { destructive_hint: true, ..write })
+        .effect(Effect::Write, Annotations::changing(true, true, false))
         .kind(Kind::Authoring)
         .summary(|a| format!("remove the skill {}", a["name"].as_str().unwrap_or("?")));
     registry.register_builtin(
@@ -994,7 +989,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "Run one script of an installed, enabled skill directly, with its params; it sees the skill's config, can require the skill's other scripts, and may call only the tools its ---@uses lists. Timeout 300 s unless the script's @timeout says otherwise.",
         json!({"type": "object", "properties": {"skill": {"type": "string"}, "script": {"type": "string"}, "params": {"type": "object"}}, "required": ["skill", "script"], "additionalProperties": false}),
     )
-    .effect(Effect::Write, Annotations { read_only_hint: false, destructive_hint: false, idempotent_hint: false, open_world_hint: true })
+    .effect(Effect::Write, Annotations::changing(false, false, true))
     .kind(Kind::Gateway)
     .without_preview();
     registry.register_builtin(

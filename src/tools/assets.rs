@@ -227,12 +227,7 @@ fn uuid_schema() -> Value {
 
 /// The workspace and asset tools: spec and handler of each.
 pub fn tools() -> Vec<(ToolSpec, Handler)> {
-    let write = Annotations {
-        read_only_hint: false,
-        destructive_hint: false,
-        idempotent_hint: false,
-        open_world_hint: false,
-    };
+    let write = Annotations::changing(false, false, false);
     vec![
         (
             ToolSpec::new(

@@ -45,12 +45,7 @@ pub fn spec() -> ToolSpec {
     )
     .effect(
         Effect::Write,
-        Annotations {
-            read_only_hint: false,
-            destructive_hint: true,
-            idempotent_hint: false,
-            open_world_hint: true,
-        },
+        Annotations::changing(true, false, true),
     )
     .profile(Profile::Full)
     .requires(Requirements { terminal: true, local_files: false })

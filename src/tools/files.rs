@@ -63,12 +63,7 @@ pub fn write_spec() -> ToolSpec {
     )
     .effect(
         Effect::Write,
-        Annotations {
-            read_only_hint: false,
-            destructive_hint: true,
-            idempotent_hint: true,
-            open_world_hint: false,
-        },
+        Annotations::changing(true, true, false),
     )
     .summary(|args| {
         let bytes = args["content"].as_str().map_or(0, str::len);

@@ -99,7 +99,7 @@ pub fn spec() -> ToolSpec {
             "additionalProperties": false
         }),
     )
-    .effect(Effect::Send, Annotations { read_only_hint: false, destructive_hint: false, idempotent_hint: false, open_world_hint: true })
+    .effect(Effect::Send, Annotations::changing(false, false, true))
     .without_preview()
     .summary(|a| format!("send an anonymous friction report ({})", a["friction_type"].as_str().unwrap_or("?")))
     .output(json!({

@@ -54,7 +54,7 @@ pub fn spec() -> ToolSpec {
             "additionalProperties": false
         }),
     )
-    .effect(Effect::Write, Annotations { read_only_hint: false, destructive_hint: false, idempotent_hint: false, open_world_hint: false })
+    .effect(Effect::Write, Annotations::changing(false, false, false))
     .summary(|a| format!("build a PDF of {} image(s)", a["source_asset_ids"].as_array().map_or(0, Vec::len)))
     .output(json!({
         "type": "object",

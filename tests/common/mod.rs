@@ -222,3 +222,14 @@ pub async fn run_lua(
             }
         })
 }
+
+/// Calls a tool as a person who said yes up front (`--yes`), from the CLI; the result or the
+/// error's message.
+pub async fn call_yes(host: &Arc<Host>, tool: &str, args: Value) -> Result<Value, String> {
+    let ctx = lmcp::CallContext::root(lmcp::Origin::Cli, lmcp::ConfirmMode::Confirmed)
+        .with_confirmer(Arc::new(lmcp::gate::AlwaysYes));
+    host.call(lmcp::CallRequest::new(tool, args, ctx))
+        .await
+        .into_result()
+        .map_err(|e| e.to_string())
+}
