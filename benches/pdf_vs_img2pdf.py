@@ -6,13 +6,18 @@ Sets (generated deterministically with Pillow, seeded):
   mixed  EXIF orientations 0-9, an Adobe CMYK JPEG, 16-bit RGB and RGBA PNGs, grayscale,
          a palette GIF with transparency, WebP — lmcp must accept every file
 
-For jpeg and png: median wall time of 3 runs, peak memory (max RSS) and output size for both,
-and the ratios. Usage: python3 benches/pdf_vs_img2pdf.py LMCP_BINARY [RUNS]
+For jpeg and png, against img2pdf on the same files (median wall time of RUNS runs, peak memory
+as max RSS, output size, and the ratios), two ways:
+  build  `lmcp call build_image_pdf` on a workspace the files were imported into beforehand
+         (importing decodes each image once and prepares it; the build only copies bytes)
+  pdf    `lmcp pdf FILES -o DIR`: import and build in one command, as a person would run it
+Usage: python3 benches/pdf_vs_img2pdf.py LMCP_BINARY [RUNS]
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import shutil
@@ -21,13 +26,14 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import zlib
 from pathlib import Path
 
 from PIL import Image
 
-MEASURE = "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.stderr.write(r.stderr.decode()[-500:])"
+# Runs a command in a fresh Python process (so RUSAGE_CHILDREN's max RSS is that command's alone)
+# and times the command itself, not this wrapper's start-up.
+MEASURE = "import resource, subprocess, sys, time; t = time.perf_counter(); r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); t = time.perf_counter() - t; print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, t); sys.stderr.write(r.stderr.decode()[-500:])"
 
 
 def photo(w: int, h: int, seed: int, mode: str = "RGB") -> Image.Image:
@@ -99,13 +105,36 @@ def make_sets(root: Path) -> dict[str, list[Path]]:
 
 
 def run(cmd: list[str], env: dict) -> tuple[float, int]:
-    started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", MEASURE, *cmd], env=env, capture_output=True, text=True)
-    took = time.perf_counter() - started
-    code, rss = out.stdout.split()
+    code, rss, took = out.stdout.split()
     if code != "0":
         raise SystemExit(f"{cmd[0]} failed: {out.stderr}")
-    return took, int(rss)
+    return float(took), int(rss)
+
+
+def lmcp_json(binary: str, env: dict, *args: str) -> dict:
+    out = subprocess.run([binary, *args, "--json"], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"lmcp {' '.join(args)} failed: {out.stdout} {out.stderr}")
+    return json.loads(out.stdout)["result"] if args[0] == "call" else json.loads(out.stdout)
+
+
+def prepared_workspace(binary: str, env: dict, name: str, files: list[str], root: Path) -> Path:
+    """Imports the files into a new workspace (not timed); returns the build's argument file."""
+    ws = lmcp_json(binary, env, "call", "workspace_create", json.dumps({"name": name}))["workspace_id"]
+    ids = [lmcp_json(binary, env, "call", "asset_import", json.dumps({"workspace_id": ws, "path": f}), "--yes")["asset_id"] for f in files]
+    args = root / f"{name}-build.json"
+    args.write_text(json.dumps({"workspace_id": ws, "source_asset_ids": ids, "title": name, "preset": "portrait"}))
+    return args
+
+
+def report(label: str, ours: list, theirs: list, s_ours: int, s_theirs: int) -> None:
+    t_ours = statistics.median(t for t, _ in ours)
+    t_theirs = statistics.median(t for t, _ in theirs)
+    m_ours = max(m for _, m in ours)
+    m_theirs = max(m for _, m in theirs)
+    print(f"{label}: lmcp {t_ours:.3f} s, {m_ours / 1024:.0f} MiB, {s_ours / 1e6:.2f} MB | img2pdf {t_theirs:.3f} s, {m_theirs / 1024:.0f} MiB, {s_theirs / 1e6:.2f} MB"
+          f" | speed {t_theirs / t_ours:.1f}x, size {s_ours / s_theirs:.4f}x, memory {m_ours / m_theirs:.2f}x")
 
 
 def main(binary: str, runs: int) -> None:
@@ -113,25 +142,24 @@ def main(binary: str, runs: int) -> None:
         root = Path(tmp)
         sets = make_sets(root)
         env = dict(os.environ, LMCP_HOME=str(root / "home"))
+        subprocess.run([binary, "roots", "add", str(root)], env=env, check=True, capture_output=True)
         for name in ["jpeg", "png"]:
             files = [str(p) for p in sets[name]]
-            ours_out, theirs_out = root / f"{name}-ours", root / f"{name}-img2pdf.pdf"
-            ours, theirs = [], []
+            build_args = prepared_workspace(binary, env, name, files, root)
+            pdf_out, theirs_out = root / f"{name}-ours", root / f"{name}-img2pdf.pdf"
+            built, whole, theirs = [], [], []
             for _ in range(runs):
-                shutil.rmtree(ours_out, ignore_errors=True)
-                ours.append(run([binary, "pdf", *files, "--title", name, "--preset", "portrait", "-o", str(ours_out)], env))
+                shutil.rmtree(pdf_out, ignore_errors=True)
                 theirs.append(run(["img2pdf", "--pagesize", "A4", "--border", "10mm:10mm", "--fit", "into", "-o", str(theirs_out), *files], env))
-            t_ours = statistics.median(t for t, _ in ours)
-            t_theirs = statistics.median(t for t, _ in theirs)
-            m_ours = max(m for _, m in ours)
-            m_theirs = max(m for _, m in theirs)
-            s_ours = (ours_out / "document.pdf").stat().st_size
+                built.append(run([binary, "call", "build_image_pdf", f"@{build_args}", "--yes", "--json"], env))
+                whole.append(run([binary, "pdf", *files, "--title", name, "--preset", "portrait", "-o", str(pdf_out)], env))
+            build_pdf = lmcp_json(binary, env, "call", "build_image_pdf", f"@{build_args}", "--yes")["file_path"]
             s_theirs = theirs_out.stat().st_size
-            print(f"{name}: lmcp {t_ours:.2f} s, {m_ours / 1024:.0f} MiB, {s_ours / 1e6:.2f} MB | img2pdf {t_theirs:.2f} s, {m_theirs / 1024:.0f} MiB, {s_theirs / 1e6:.2f} MB"
-                  f" | speed {t_theirs / t_ours:.1f}x, size {s_ours / s_theirs:.4f}x, memory {m_ours / m_theirs:.2f}x")
+            report(f"{name} build", built, theirs, Path(build_pdf).stat().st_size, s_theirs)
+            report(f"{name} pdf  ", whole, theirs, (pdf_out / "document.pdf").stat().st_size, s_theirs)
         mixed = [str(p) for p in sets["mixed"]]
         took, _ = run([binary, "pdf", *mixed, "--title", "mixed", "--preset", "square", "-o", str(root / "mixed-ours")], env)
-        print(f"mixed: lmcp accepted all {len(mixed)} files in {took:.2f} s")
+        print(f"mixed: lmcp accepted all {len(mixed)} files in {took:.2f} s (upright pages: tests/pdf.rs renders every orientation)")
         refused = []
         for f in mixed:
             r = subprocess.run(["img2pdf", "-o", str(root / "one.pdf"), f], capture_output=True)

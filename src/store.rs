@@ -101,7 +101,37 @@ pub fn atomic_write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     atomic_write_with(path, bytes, true)
 }
 
+/// Copies `from` to `to` atomically (the kernel copies; same temp, fsync and rename as
+/// [`atomic_write`]), so a large file is never read into memory.
+pub fn atomic_copy(from: &Path, to: &Path) -> Result<()> {
+    replace_via_temp(to, |tmp| {
+        fs::copy(from, tmp).map_err(|e| Error::io(from, e))?;
+        File::open(tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io(tmp, e))
+    })
+}
+
 fn atomic_write_with(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
+    replace_via_temp(path, |tmp| {
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = private;
+        let mut f = options.open(tmp).map_err(|e| Error::io(tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::io(tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(tmp, e))
+    })
+}
+
+/// Has `fill` write and sync a temp file beside `path`, then renames it over `path` and syncs
+/// the directory; on failure the temp file is removed and `path` is untouched.
+fn replace_via_temp(path: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -112,27 +142,14 @@ fn atomic_write_with(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
-    let result = (|| {
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        if private {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        #[cfg(not(unix))]
-        let _ = private;
-        let mut f = options.open(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        drop(f);
+    let result = fill(&tmp).and_then(|()| {
         fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
         // The rename is durable only once the directory entry is on disk.
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
         }
         Ok(())
-    })();
+    });
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
@@ -279,6 +296,29 @@ fn unique() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atomic_copy_copies_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("a.bin");
+        fs::write(&from, b"payload").unwrap();
+        let to = dir.path().join("out/b.bin");
+        atomic_copy(&from, &to).unwrap();
+        assert_eq!(fs::read(&to).unwrap(), b"payload");
+        let e = atomic_copy(&dir.path().join("missing"), &to).unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+        assert_eq!(
+            fs::read(&to).unwrap(),
+            b"payload",
+            "a failed copy leaves the old file"
+        );
+        let names: Vec<_> = fs::read_dir(dir.path().join("out"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
 
     #[test]
     fn atomic_write_replaces_whole_file_and_leaves_no_temp() {

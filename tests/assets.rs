@@ -27,6 +27,8 @@ async fn import_list_and_get() {
         .unwrap();
     std::fs::write(ws_dir.join("not-an-image.png"), b"\x89PNG\r\n\x1a\nbroken").unwrap();
     std::fs::write(ws_dir.join("text.txt"), b"hello").unwrap();
+    let photo = std::fs::read(ws_dir.join("b.jpg")).unwrap();
+    std::fs::write(ws_dir.join("cut.jpg"), &photo[..photo.len() * 2 / 3]).unwrap();
 
     let id = call(&t, "workspace_create", json!({"name": "album"}))
         .await
@@ -74,6 +76,18 @@ async fn import_list_and_get() {
     .await
     .unwrap_err();
     assert!(e.contains("does not decode as an image"), "{e}");
+    // A JPEG cut short is refused now, not found out when the PDF shows half a photo.
+    let e = call(
+        &t,
+        "asset_import",
+        json!({"workspace_id": id, "path": "cut.jpg"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.contains("does not decode as an image") && e.contains("cut short"),
+        "{e}"
+    );
     let e = call(
         &t,
         "asset_import",

@@ -350,9 +350,8 @@ async fn bad_inputs_give_the_documented_errors() {
     let _ = f.dir;
 }
 
-/// Renders page 1 with pdftoppm (poppler-utils) and compares it with the source image.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rendered_page_matches_its_source() {
+/// Renders one page (1-based) with pdftoppm (poppler-utils) at `dpi`.
+fn render_page(pdf: &str, page: usize, dpi: u32, scratch: &Path) -> image::RgbImage {
     if std::process::Command::new("pdftoppm")
         .arg("-v")
         .output()
@@ -362,6 +361,49 @@ async fn a_rendered_page_matches_its_source() {
             "pdftoppm is missing: `apt-get install poppler-utils` (the .ci/run script installs it)"
         );
     }
+    let out = scratch.join(format!("render-{page}"));
+    let n = page.to_string();
+    let status = std::process::Command::new("pdftoppm")
+        .args([
+            "-r",
+            &dpi.to_string(),
+            "-f",
+            &n,
+            "-l",
+            &n,
+            "-png",
+            "-singlefile",
+            pdf,
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "pdftoppm failed on {pdf}");
+    image::open(format!("{}.png", out.display()))
+        .unwrap()
+        .to_rgb8()
+}
+
+/// 'W' for near white, else the channel ('R', 'G', 'B') that clearly dominates, else '?'.
+fn hue(p: image::Rgb<u8>) -> char {
+    if p.0.iter().all(|c| *c > 200) {
+        return 'W';
+    }
+    let (i, max) = p.0.iter().enumerate().max_by_key(|(_, c)| **c).unwrap();
+    let dominant =
+        p.0.iter()
+            .enumerate()
+            .all(|(j, c)| j == i || *max as i32 - *c as i32 > 40);
+    if dominant { ['R', 'G', 'B'][i] } else { '?' }
+}
+
+fn close(a: image::Rgb<u8>, b: image::Rgb<u8>, tolerance: i32) -> bool {
+    (0..3).all(|c| (a[c] as i32 - b[c] as i32).abs() <= tolerance)
+}
+
+/// Renders page 1 and compares it with the source image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rendered_page_matches_its_source() {
     // Left half red, right half blue, fully opaque: placed on a square page with a margin.
     let src = image::RgbaImage::from_fn(100, 100, |x, _| {
         if x < 50 {
@@ -380,22 +422,7 @@ async fn a_rendered_page_matches_its_source() {
     )
     .await
     .unwrap();
-    let out = f.t.home().join("render");
-    let status = std::process::Command::new("pdftoppm")
-        .args([
-            "-r",
-            "20",
-            "-png",
-            "-singlefile",
-            r["file_path"].as_str().unwrap(),
-            out.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let page = image::open(Path::new(&format!("{}.png", out.display())))
-        .unwrap()
-        .to_rgb8();
+    let page = render_page(r["file_path"].as_str().unwrap(), 1, 20, f.t.home());
     let (w, h) = page.dimensions();
     let px = |fx: f32, fy: f32| *page.get_pixel((w as f32 * fx) as u32, (h as f32 * fy) as u32);
     let left = px(0.3, 0.5);
@@ -406,6 +433,212 @@ async fn a_rendered_page_matches_its_source() {
     assert!(
         margin[0] > 240 && margin[1] > 240 && margin[2] > 240,
         "the margin is white: {margin:?}"
+    );
+}
+
+const RED: image::Rgb<u8> = image::Rgb([255, 0, 0]);
+const GREEN: image::Rgb<u8> = image::Rgb([0, 160, 0]);
+const BLUE: image::Rgb<u8> = image::Rgb([0, 0, 255]);
+const WHITE: image::Rgb<u8> = image::Rgb([255, 255, 255]);
+
+/// The colour at the centre of each quadrant of the image drawn at `placement_mm` on a page
+/// `page_mm` tall: top left, top right, bottom left, bottom right as seen.
+fn quadrants(page: &image::RgbImage, page_mm: f64, placed: &Value) -> [image::Rgb<u8>; 4] {
+    let px_per_mm = page.height() as f64 / page_mm;
+    let (x, y, w, h) = (
+        placed["x"].as_f64().unwrap(),
+        placed["y"].as_f64().unwrap(),
+        placed["width"].as_f64().unwrap(),
+        placed["height"].as_f64().unwrap(),
+    );
+    let top = page_mm - (y + h);
+    let at = |fx: f64, fy: f64| {
+        *page.get_pixel(
+            ((x + w * fx) * px_per_mm) as u32,
+            ((top + h * fy) * px_per_mm) as u32,
+        )
+    };
+    [
+        at(0.25, 0.25),
+        at(0.75, 0.25),
+        at(0.25, 0.75),
+        at(0.75, 0.75),
+    ]
+}
+
+/// Every EXIF orientation (and the invalid 0 and 9) comes out upright and unmirrored: the page,
+/// rendered, shows what the source shows once the orientation is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_orientation_renders_upright_and_unmirrored() {
+    // Four coloured quadrants, wider than tall, so any turn or mirror moves a colour.
+    let src = image::RgbImage::from_fn(96, 64, |x, y| match (x >= 48, y >= 32) {
+        (false, false) => RED,
+        (true, false) => GREEN,
+        (false, true) => BLUE,
+        (true, true) => WHITE,
+    });
+    let plain = jpeg_bytes(&src);
+    let orientations: Vec<u16> = (0..=9).collect();
+    let files: Vec<(String, Vec<u8>)> = orientations
+        .iter()
+        .map(|o| (format!("o{o}.jpg"), with_orientation(&plain, *o)))
+        .collect();
+    let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    let f = fixture(&refs).await;
+    let ids: Vec<u64> = (1..=orientations.len() as u64).collect();
+    let r = call(
+        &f.t,
+        "build_image_pdf",
+        json!({"workspace_id": f.ws, "source_asset_ids": ids, "title": "o", "preset": "portrait"}),
+    )
+    .await
+    .unwrap();
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    for (i, o) in orientations.iter().enumerate() {
+        // What a viewer that honours EXIF shows.
+        let mut upright = image::DynamicImage::ImageRgb8(src.clone());
+        if let Some(t) = image::metadata::Orientation::from_exif(*o as u8) {
+            upright.apply_orientation(t);
+        }
+        let upright = upright.to_rgb8();
+        let (uw, uh) = upright.dimensions();
+        let expected = [(0.25, 0.25), (0.75, 0.25), (0.25, 0.75), (0.75, 0.75)]
+            .map(|(fx, fy)| *upright.get_pixel((uw as f64 * fx) as u32, (uh as f64 * fy) as u32));
+        let page = render_page(r["file_path"].as_str().unwrap(), i + 1, 30, f.t.home());
+        let seen = quadrants(&page, 297.0, &manifest["pages"][i]["placement_mm"]);
+        for q in 0..4 {
+            assert!(
+                close(seen[q], expected[q], 70),
+                "orientation {o}: quadrant {q} shows {:?}, expected {:?}",
+                seen[q],
+                expected[q]
+            );
+        }
+    }
+}
+
+/// A CMYK JPEG written the Adobe way (APP14, inverted samples) is embedded as it is, with the
+/// `Decode` array that turns it the right way round — and renders in its true colours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adobe_cmyk_jpeg_renders_in_its_true_colours() {
+    let cmyk =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cmyk-adobe.jpg"))
+            .unwrap();
+    let f = fixture(&[("cmyk.jpg", cmyk.clone())]).await;
+    let r = call(
+        &f.t,
+        "build_image_pdf",
+        json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "c", "preset": "square"}),
+    )
+    .await
+    .unwrap();
+    let path = r["file_path"].as_str().unwrap();
+    let doc = lopdf::Document::load(path).unwrap();
+    let (_, page_id) = doc.get_pages().into_iter().next().unwrap();
+    let img = stream_of(&doc, page_id);
+    assert_eq!(
+        img.dict.get(b"ColorSpace").unwrap().as_name().unwrap(),
+        b"DeviceCMYK"
+    );
+    assert_eq!(
+        img.dict.get(b"Filter").unwrap().as_name().unwrap(),
+        b"DCTDecode"
+    );
+    let decode: Vec<i64> = img
+        .dict
+        .get(b"Decode")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_i64().unwrap())
+        .collect();
+    assert_eq!(decode, [1, 0, 1, 0, 1, 0, 1, 0]);
+    assert_eq!(img.content, cmyk, "embedded byte for byte");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let page = render_page(path, 1, 30, f.t.home());
+    let seen = quadrants(&page, 210.0, &manifest["pages"][0]["placement_mm"]);
+    // Poppler converts CMYK with a profile-like curve, so compare hues, not exact values: an
+    // inverted image would show black, cyan, magenta or yellow instead.
+    for (q, want) in ['R', 'G', 'B', 'W'].into_iter().enumerate() {
+        assert_eq!(hue(seen[q]), want, "quadrant {q} shows {:?}", seen[q]);
+    }
+}
+
+/// What import prepares is a cache: removed or stale, a build makes it again from the asset;
+/// an asset file changed behind our back is refused, not embedded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_planes_are_remade_when_missing_or_stale() {
+    let mut png = std::io::Cursor::new(Vec::new());
+    image::RgbaImage::from_fn(30, 20, |x, y| {
+        image::Rgba([x as u8 * 8, y as u8 * 12, 90, 128])
+    })
+    .write_to(&mut png, image::ImageFormat::Png)
+    .unwrap();
+    let f = fixture(&[("a.png", png.into_inner())]).await;
+    let args =
+        json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "p", "preset": "square"});
+    let first = call(&f.t, "build_image_pdf", args.clone()).await.unwrap();
+    let pdf = |r: &Value| std::fs::read(r["file_path"].as_str().unwrap()).unwrap();
+    let image_bytes = |bytes: &[u8]| {
+        let doc = lopdf::Document::load_mem(bytes).unwrap();
+        let (_, page_id) = doc.get_pages().into_iter().next().unwrap();
+        stream_of(&doc, page_id).content.clone()
+    };
+    let (_, stored) = lmcp::tools::assets::asset(&f.t.host, &f.ws, 1).unwrap();
+    let assets_dir = stored.parent().unwrap().to_path_buf();
+    let prepared = assets_dir.join("1.prepared");
+    let thumb = assets_dir.join("1.thumb");
+    assert!(
+        prepared.exists() && thumb.exists(),
+        "import prepared the page"
+    );
+    // Removed: made again, the same bytes.
+    std::fs::remove_file(&prepared).unwrap();
+    std::fs::remove_file(&thumb).unwrap();
+    let second = call(&f.t, "build_image_pdf", args.clone()).await.unwrap();
+    assert_eq!(second["stage"], "ready", "{second}");
+    assert!(
+        prepared.exists() && thumb.exists(),
+        "the build made them again"
+    );
+    assert_eq!(image_bytes(&pdf(&first)), image_bytes(&pdf(&second)));
+    // Stale (made from other bytes): not used.
+    let text = std::fs::read(&prepared).unwrap();
+    let line_end = text.iter().position(|b| *b == b'\n').unwrap();
+    let mut header: Value = serde_json::from_slice(&text[..line_end]).unwrap();
+    header["source_sha256"] = json!("0".repeat(64));
+    let mut stale = serde_json::to_vec(&header).unwrap();
+    stale.extend_from_slice(&text[line_end..]);
+    std::fs::write(&prepared, &stale).unwrap();
+    let third = call(&f.t, "build_image_pdf", args.clone()).await.unwrap();
+    assert_eq!(image_bytes(&pdf(&first)), image_bytes(&pdf(&third)));
+    assert_eq!(
+        std::fs::read(&prepared).unwrap(),
+        text,
+        "remade from the asset"
+    );
+    // The asset's own file cut short: refused, and not retryable (importing again mends it).
+    let bytes = std::fs::read(&stored).unwrap();
+    std::fs::write(&stored, &bytes[..bytes.len() / 2]).unwrap();
+    let r = call(&f.t, "build_image_pdf", args).await.unwrap();
+    assert_eq!(
+        (r["stage"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(false)),
+        "{r}"
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("import the image again"),
+        "{r}"
     );
 }
 

@@ -5,6 +5,7 @@
 //! through the gate; the staged copies are removed afterwards. With `-o`, the document, manifest
 //! and preview are copied there.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -79,9 +80,8 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
             ("preview_path", "preview.html"),
         ] {
             let from = PathBuf::from(built[key].as_str().unwrap_or_default());
-            let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, e))?;
             let to = dir.join(file);
-            store::atomic_write(&to, &bytes)?;
+            store::atomic_copy(&from, &to)?;
             value[key] = json!(to.display().to_string());
         }
         value["output_directory"] = json!(dir.display().to_string());
@@ -115,9 +115,9 @@ async fn build(
     .await
     .into_result()?;
     let id = ws["workspace_id"].as_str().unwrap_or("").to_string();
-    let mut ids = Vec::new();
+    // Stage each file: a hard link where the file system allows (no copy), else a copy.
+    let mut staged = Vec::new();
     for (n, image) in args.images.iter().enumerate() {
-        let bytes = std::fs::read(image).map_err(|e| Error::io(image, e))?;
         let name = format!(
             "{n:02}-{}",
             image
@@ -125,18 +125,48 @@ async fn build(
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default()
         );
-        store::atomic_write(&staging.join(&name), &bytes)?;
-        let imported = gated(
-            host,
-            "asset_import",
-            json!({"workspace_id": id, "path": format!("{staging_name}/{name}")}),
-            true,
-            false,
-        )
-        .await
-        .into_result()
-        .map_err(|e| Error::Usage(format!("{}: {e}", image.display())))?;
-        ids.push(imported["asset_id"].clone());
+        let to = staging.join(&name);
+        if std::fs::hard_link(image, &to).is_err() {
+            std::fs::copy(image, &to).map_err(|e| Error::io(image, e))?;
+        }
+        staged.push((image.clone(), format!("{staging_name}/{name}")));
+    }
+    // Imports decode every image, so they run side by side, one per core (at most four).
+    let limit = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 4);
+    let total = staged.len();
+    let show = std::io::stderr().is_terminal();
+    let mut ids = vec![Value::Null; total];
+    let mut pending = staged.into_iter().enumerate();
+    let mut running = tokio::task::JoinSet::new();
+    let mut done = 0;
+    loop {
+        while running.len() < limit {
+            let Some((i, (image, path))) = pending.next() else {
+                break;
+            };
+            let (host, id) = (host.clone(), id.clone());
+            running.spawn(async move {
+                let args = json!({"workspace_id": id, "path": path});
+                let r = gated(&host, "asset_import", args, true, false).await;
+                (i, image, r.into_result())
+            });
+        }
+        let Some(finished) = running.join_next().await else {
+            break;
+        };
+        let (i, image, imported) =
+            finished.map_err(|e| Error::tool("asset_import", e.to_string()))?;
+        let imported = imported.map_err(|e| Error::Usage(format!("{}: {e}", image.display())))?;
+        ids[i] = imported["asset_id"].clone();
+        done += 1;
+        if show {
+            eprint!("\r\x1b[2Kimported {done} of {total}");
+        }
+    }
+    if show {
+        eprint!("\r\x1b[2K");
     }
     let request =
         json!({"workspace_id": id, "source_asset_ids": ids, "title": args.title, "preset": preset});

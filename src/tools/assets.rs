@@ -5,7 +5,7 @@
 //! Asset ids are positive integers handed out in order and never reused, even after a removal,
 //! so a reference to an asset never silently points at another image. Importing reads a local
 //! file, so it needs the local (stdio) transport and stays inside the allowed roots; the file
-//! must decode as an image.
+//! must decode as an image, and that decode also prepares what `build_image_pdf` needs.
 
 use std::path::PathBuf;
 
@@ -18,6 +18,7 @@ use crate::host::Host;
 use crate::registry::{Annotations, Effect, Handler, Requirements, ToolSpec, handler};
 use crate::store::{self, FileLock};
 use crate::tools::files;
+use crate::tools::pdf::prepare;
 
 /// Largest image file imported.
 pub const MAX_IMAGE_BYTES: u64 = 200 << 20;
@@ -183,8 +184,10 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
             source.display()
         ))
     })?;
-    // It must decode: a truncated or damaged file is refused now, not when a PDF is built.
-    let decoded = image::load_from_memory_with_format(&bytes, format).map_err(|e| {
+    let sha256 = format!("{:x}", Sha256::digest(&bytes));
+    // It must decode: a truncated or damaged file is refused now, not when a PDF is built. The
+    // same decode makes what a build needs (thumbnail, compressed planes), so builds copy bytes.
+    let analysis = prepare::analyse(&bytes, &sha256).map_err(|e| {
         Error::Refused(format!(
             "{} does not decode as an image: {e}",
             source.display()
@@ -196,14 +199,16 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
     let mut all: Vec<Asset> = store::read_json(&lock_path)?.unwrap_or_default();
     let asset_id = ws.next_asset_id.max(1);
     let file = format!("{asset_id}.{ext}");
-    store::atomic_write(&dir.join("assets").join(&file), &bytes)?;
+    let assets_dir = dir.join("assets");
+    store::atomic_write(&assets_dir.join(&file), &bytes)?;
+    prepare::store(&assets_dir, asset_id, &analysis)?;
     let asset = Asset {
         asset_id,
         media_type: media.to_string(),
-        width: decoded.width(),
-        height: decoded.height(),
+        width: analysis.width,
+        height: analysis.height,
         bytes: bytes.len() as u64,
-        sha256: format!("{:x}", Sha256::digest(&bytes)),
+        sha256,
         file,
         imported: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };

