@@ -93,12 +93,18 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
 
 /// Writes `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    atomic_write_with(path, bytes, false)
+    atomic_write_with(path, &[bytes], false)
+}
+
+/// Like [`atomic_write`], with the content given in parts (written one after another), so large
+/// pieces need not be joined in memory first.
+pub fn atomic_write_parts(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    atomic_write_with(path, parts, false)
 }
 
 /// Like [`atomic_write`], for files only the user may read (0600 from the first byte on Unix).
 pub fn atomic_write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    atomic_write_with(path, bytes, true)
+    atomic_write_with(path, &[bytes], true)
 }
 
 /// Copies `from` to `to` atomically (the kernel copies; same temp, fsync and rename as
@@ -112,7 +118,26 @@ pub fn atomic_copy(from: &Path, to: &Path) -> Result<()> {
     })
 }
 
-fn atomic_write_with(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
+/// Moves `from` to `to`, replacing `to` atomically: a rename where both are on one file system
+/// (then the directory is synced), else [`atomic_copy`] and removing `from`.
+pub fn atomic_move(from: &Path, to: &Path) -> Result<()> {
+    let dir = to
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    ensure_dir(dir)?;
+    if fs::rename(from, to).is_ok() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        return Ok(());
+    }
+    atomic_copy(from, to)?;
+    let _ = fs::remove_file(from);
+    Ok(())
+}
+
+fn atomic_write_with(path: &Path, parts: &[&[u8]], private: bool) -> Result<()> {
     replace_via_temp(path, |tmp| {
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
@@ -124,7 +149,9 @@ fn atomic_write_with(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
         #[cfg(not(unix))]
         let _ = private;
         let mut f = options.open(tmp).map_err(|e| Error::io(tmp, e))?;
-        f.write_all(bytes).map_err(|e| Error::io(tmp, e))?;
+        for part in parts {
+            f.write_all(part).map_err(|e| Error::io(tmp, e))?;
+        }
         f.sync_all().map_err(|e| Error::io(tmp, e))
     })
 }
@@ -296,6 +323,26 @@ fn unique() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atomic_move_renames_over_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("a.bin");
+        let to = dir.path().join("out/b.bin");
+        fs::write(&from, b"new").unwrap();
+        fs::create_dir_all(dir.path().join("out")).unwrap();
+        fs::write(&to, b"old").unwrap();
+        atomic_move(&from, &to).unwrap();
+        assert_eq!(fs::read(&to).unwrap(), b"new");
+        assert!(!from.exists());
+        let e = atomic_move(&from, &to).unwrap_err();
+        assert!(e.to_string().contains("a.bin"), "{e}");
+        assert_eq!(
+            fs::read(&to).unwrap(),
+            b"new",
+            "a failed move leaves the target"
+        );
+    }
 
     #[test]
     fn atomic_copy_copies_and_leaves_no_temp_files() {

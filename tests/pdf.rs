@@ -683,6 +683,34 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
     let doc = lopdf::Document::load(out.join("document.pdf")).unwrap();
     assert_eq!(doc.get_pages().len(), 2);
     assert!(out.join("manifest.json").exists() && out.join("preview.html").exists());
+    // with -o, the scratch workspace goes too (nothing left but what was asked for)
+    let o = common::lmcp(home.path(), &["call", "workspace_list", "--json"]);
+    let listed = common::json_out(&o);
+    assert_eq!(listed["result"]["workspaces"], json!([]), "{listed}");
+    // without -o, the results stay in the scratch workspace, which is listed
+    let o = common::lmcp(
+        home.path(),
+        &["pdf", a.to_str().unwrap(), "--title", "Kept", "--json"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let kept = common::json_out(&o);
+    assert!(
+        Path::new(kept["file_path"].as_str().unwrap()).exists(),
+        "{kept}"
+    );
+    let o = common::lmcp(home.path(), &["call", "workspace_list", "--json"]);
+    assert_eq!(
+        common::json_out(&o)["result"]["workspaces"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // the staged copies are gone; a missing file is a clear error
     let staged: Vec<_> = std::fs::read_dir(home.path().join("data/workspace"))
         .unwrap()
@@ -692,4 +720,11 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
     let o = common::lmcp(home.path(), &["pdf", "/no/such.png", "--title", "x"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such.png"));
+    let o = common::lmcp(home.path(), &["call", "workspace_list", "--json"]);
+    let listed = common::json_out(&o);
+    assert_eq!(
+        listed["result"]["workspaces"].as_array().unwrap().len(),
+        1,
+        "a failed run leaves no scratch workspace: {listed}"
+    );
 }

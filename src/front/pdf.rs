@@ -3,7 +3,8 @@
 //! The images named on the command line are staged into a folder of the lmcp workspace (so the
 //! imports stay inside the allowed roots), imported into a new scratch workspace and built, all
 //! through the gate; the staged copies are removed afterwards. With `-o`, the document, manifest
-//! and preview are copied there.
+//! and preview are moved there (copied across file systems) and the scratch workspace is
+//! removed; without it they stay in the scratch workspace, which `workspace_list` shows.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use super::cli::{emit, gated};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::store;
+use crate::tools::assets;
 
 /// `lmcp pdf ...`
 #[derive(Debug, Args)]
@@ -60,18 +62,30 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     }
     let staging_name = format!(".pdf-{}", uuid::Uuid::new_v4().simple());
     let staging = host.paths().workspace_dir().join(&staging_name);
-    let result = build(host, &args, preset, &staging_name).await;
+    let mut scratch = None;
+    let result = build(host, &args, preset, &staging_name, &mut scratch).await;
     let _ = std::fs::remove_dir_all(&staging);
-    let built = result?;
-    if built["stage"] != "ready" {
-        return Err(Error::tool(
-            "build_image_pdf",
-            built["error"]
-                .as_str()
-                .unwrap_or("the build failed")
-                .to_string(),
-        ));
-    }
+    let built = result.and_then(|built| {
+        if built["stage"] == "ready" {
+            Ok(built)
+        } else {
+            Err(Error::tool(
+                "build_image_pdf",
+                built["error"]
+                    .as_str()
+                    .unwrap_or("the build failed")
+                    .to_string(),
+            ))
+        }
+    });
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            // Nothing in a failed scratch workspace is worth keeping.
+            remove_scratch(host, scratch.as_deref());
+            return Err(e);
+        }
+    };
     let mut value = built.clone();
     if let Some(dir) = &args.output {
         for (key, file) in [
@@ -81,10 +95,13 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
         ] {
             let from = PathBuf::from(built[key].as_str().unwrap_or_default());
             let to = dir.join(file);
-            store::atomic_copy(&from, &to)?;
+            store::atomic_move(&from, &to)?;
             value[key] = json!(to.display().to_string());
         }
         value["output_directory"] = json!(dir.display().to_string());
+        // The results are where the person asked for them: the scratch workspace (a copy of
+        // every image and its prepared planes) would only take up room.
+        remove_scratch(host, scratch.as_deref());
     }
     emit(json, &value, || {
         format!(
@@ -97,11 +114,20 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     Ok(0)
 }
 
+/// Removes the scratch workspace `lmcp pdf` made, if it made one.
+fn remove_scratch(host: &Host, workspace_id: Option<&str>) {
+    if let Some(dir) = workspace_id.and_then(|id| assets::workspace_dir(host, id).ok()) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Stages, imports and builds; `scratch` gets the workspace id as soon as there is one.
 async fn build(
     host: &Arc<Host>,
     args: &PdfArgs,
     preset: &str,
     staging_name: &str,
+    scratch: &mut Option<String>,
 ) -> Result<Value> {
     let staging = host.paths().workspace_dir().join(staging_name);
     store::ensure_dir(&staging)?;
@@ -115,6 +141,7 @@ async fn build(
     .await
     .into_result()?;
     let id = ws["workspace_id"].as_str().unwrap_or("").to_string();
+    *scratch = Some(id.clone());
     // Stage each file: a hard link where the file system allows (no copy), else a copy.
     let mut staged = Vec::new();
     for (n, image) in args.images.iter().enumerate() {
