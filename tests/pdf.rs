@@ -157,17 +157,11 @@ async fn jpeg_passthrough_png_alpha_and_presets() {
         );
         // page 2 is the JPEG: DCTDecode, the bytes exactly the source file's
         let jpeg_stream = stream_of(&doc, ids[1]);
-        assert_eq!(
-            jpeg_stream.dict.get(b"Filter").unwrap().as_name().unwrap(),
-            b"DCTDecode"
-        );
+        assert_eq!(name_in(jpeg_stream, "Filter"), b"DCTDecode");
         assert_eq!(jpeg_stream.content, jpeg, "JPEG embedded byte for byte");
         // page 1 is the PNG with alpha: Flate, and an SMask object
         let png_stream = stream_of(&doc, ids[0]);
-        assert_eq!(
-            png_stream.dict.get(b"Filter").unwrap().as_name().unwrap(),
-            b"FlateDecode"
-        );
+        assert_eq!(name_in(png_stream, "Filter"), b"FlateDecode");
         let mask = png_stream
             .dict
             .get(b"SMask")
@@ -539,14 +533,8 @@ async fn an_adobe_cmyk_jpeg_renders_in_its_true_colours() {
     let doc = lopdf::Document::load(path).unwrap();
     let (_, page_id) = doc.get_pages().into_iter().next().unwrap();
     let img = stream_of(&doc, page_id);
-    assert_eq!(
-        img.dict.get(b"ColorSpace").unwrap().as_name().unwrap(),
-        b"DeviceCMYK"
-    );
-    assert_eq!(
-        img.dict.get(b"Filter").unwrap().as_name().unwrap(),
-        b"DCTDecode"
-    );
+    assert_eq!(name_in(img, "ColorSpace"), b"DeviceCMYK");
+    assert_eq!(name_in(img, "Filter"), b"DCTDecode");
     let decode: Vec<i64> = img
         .dict
         .get(b"Decode")
@@ -569,6 +557,100 @@ async fn an_adobe_cmyk_jpeg_renders_in_its_true_colours() {
     for (q, want) in ['R', 'G', 'B', 'W'].into_iter().enumerate() {
         assert_eq!(hue(seen[q]), want, "quadrant {q} shows {:?}", seen[q]);
     }
+}
+
+/// A name entry of a stream's dictionary.
+fn name_in<'a>(stream: &'a lopdf::Stream, key: &str) -> &'a [u8] {
+    stream
+        .dict
+        .get(key.as_bytes())
+        .and_then(lopdf::Object::as_name)
+        .unwrap_or_else(|_| panic!("no name /{key}"))
+}
+
+fn fixture_file(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// JPEGs a PDF cannot show as they are: lossless ones (SOF3, here 12-bit gray and RGB) are
+/// decoded and stored losslessly, 12-bit samples widened to 16; an arithmetic-coded one is
+/// refused at import, saying why and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jpegs_pdf_cannot_show_are_decoded_or_refused_clearly() {
+    let f = fixture(&[
+        ("gray12.jpg", fixture_file("lossless-12bit-gray.jpg")),
+        ("rgb.jpg", fixture_file("lossless-rgb.jpg")),
+    ])
+    .await;
+    let r = call(
+        &f.t,
+        "build_image_pdf",
+        json!({"workspace_id": f.ws, "source_asset_ids": [1, 2], "title": "l", "preset": "square"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["stage"], "ready", "{r}");
+    let path = r["file_path"].as_str().unwrap();
+    let doc = lopdf::Document::load(path).unwrap();
+    let pages: Vec<_> = doc.get_pages().into_values().collect();
+    let gray = stream_of(&doc, pages[0]);
+    assert_eq!(name_in(gray, "Filter"), b"FlateDecode");
+    assert_eq!(name_in(gray, "ColorSpace"), b"DeviceGray");
+    assert_eq!(
+        gray.dict
+            .get(b"BitsPerComponent")
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        16
+    );
+    // The fixture's samples are (x*1000 + y*300) mod 4096 at 12 bits; stored scaled to 16.
+    let samples = gray.decompressed_content().unwrap();
+    assert_eq!(samples.len(), 64 * 48 * 2);
+    for (x, y) in [(0, 0), (5, 0), (63, 47), (17, 30)] {
+        let twelve = (x * 1000 + y * 300) % 4096;
+        let want = ((twelve * 65535 + 2047) / 4095) as u16;
+        let at = (y * 64 + x) * 2;
+        assert_eq!(
+            u16::from_be_bytes([samples[at], samples[at + 1]]),
+            want,
+            "({x},{y})"
+        );
+    }
+    let rgb = stream_of(&doc, pages[1]);
+    assert_eq!(name_in(rgb, "Filter"), b"FlateDecode");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["pages"][1]["embedding"], "flate");
+    let page = render_page(path, 2, 30, f.t.home());
+    let seen = quadrants(&page, 210.0, &manifest["pages"][1]["placement_mm"]);
+    for (q, want) in [RED, GREEN, BLUE, WHITE].into_iter().enumerate() {
+        assert!(
+            close(seen[q], want, 40),
+            "quadrant {q} shows {:?}, expected {want:?}",
+            seen[q]
+        );
+    }
+    // Arithmetic coding: neither PDF readers nor lmcp's decoders read it.
+    std::fs::write(f.dir.join("arith.jpg"), fixture_file("arithmetic.jpg")).unwrap();
+    let e = call(
+        &f.t,
+        "asset_import",
+        json!({"workspace_id": f.ws, "path": "arith.jpg"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.contains("arithmetic coding") && e.contains("baseline JPEG or a PNG"),
+        "{e}"
+    );
 }
 
 /// What import prepares is a cache: removed or stale, a build makes it again from the asset;

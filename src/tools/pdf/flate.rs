@@ -15,7 +15,7 @@ const LEVEL: i32 = 1;
 /// One image plane, filtered and compressed, with what its PDF dictionary needs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Plane {
-    /// Samples per pixel: 1 gray, 3 RGB.
+    /// Samples per pixel: 1 gray, 3 RGB, 4 CMYK.
     pub colors: u8,
     /// Bits per sample: 8 or 16.
     pub bits: u8,
@@ -30,10 +30,10 @@ pub struct Plane {
 impl Plane {
     /// The PDF colour space this plane is drawn in.
     pub fn color_space(&self) -> &'static str {
-        if self.colors == 1 {
-            "DeviceGray"
-        } else {
-            "DeviceRGB"
+        match self.colors {
+            1 => "DeviceGray",
+            4 => "DeviceCMYK",
+            _ => "DeviceRGB",
         }
     }
 }

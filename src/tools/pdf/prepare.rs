@@ -89,13 +89,31 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
     if let Some(info) = passthrough {
         // Embedded as it is, so only a thumbnail is needed: decoded at 1/2-1/8 scale, which
         // still reads every coefficient (so a damaged or cut file is refused) at half the cost.
-        let small = scaled_jpeg(bytes)?;
+        let small = decode_jpeg(bytes, true)?;
         return Ok(Analysis {
             width: info.width as u32,
             height: info.height as u32,
             orientation: info.orientation,
-            thumbnail: thumbnail(&small, info.orientation)?,
+            thumbnail: thumbnail(&small.image, info.orientation)?,
             prepared: None,
+        });
+    }
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        // A JPEG a PDF cannot show as it is (lossless, say): decoded and stored losslessly.
+        let decoded = decode_jpeg(bytes, false)?;
+        let orientation = jpeg::read_info(bytes).map_or(1, |i| i.orientation);
+        let (w, h) = (decoded.image.width(), decoded.image.height());
+        let thumbnail = thumbnail(&decoded.image, orientation)?;
+        let prepared = match decoded.cmyk {
+            Some(raw) => planes_of(w, h, 4, 8, false, raw, orientation, source_sha256),
+            None => planes(decoded.image, orientation, source_sha256),
+        };
+        return Ok(Analysis {
+            width: w,
+            height: h,
+            orientation,
+            thumbnail,
+            prepared: Some(prepared),
         });
     }
     let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
@@ -115,34 +133,76 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
     })
 }
 
-/// A JPEG decoded (strictly: a cut or damaged file is an error) at the smallest DCT scale that
-/// still covers a thumbnail.
-fn scaled_jpeg(bytes: &[u8]) -> std::result::Result<image::DynamicImage, String> {
-    use jpeg_decoder::{Decoder, Error as E, PixelFormat};
+/// A decoded JPEG: an image (CMYK turned to RGB) and, for CMYK, the samples as they are.
+struct DecodedJpeg {
+    image: image::DynamicImage,
+    cmyk: Option<Vec<u8>>,
+}
+
+/// Decodes a JPEG strictly (a cut or damaged file is an error), at full size or — for a
+/// thumbnail — at the smallest DCT scale that still covers one.
+fn decode_jpeg(bytes: &[u8], for_thumbnail: bool) -> std::result::Result<DecodedJpeg, String> {
+    use jpeg_decoder::{Decoder, Error as E, PixelFormat, UnsupportedFeature as U};
     let described = |e: E| match e {
         E::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             "the file ends before the image data does (cut short?)".to_string()
         }
+        E::Unsupported(feature) => {
+            let what = match feature {
+                U::ArithmeticEntropyCoding => "arithmetic coding".to_string(),
+                U::Hierarchical => "hierarchical coding".to_string(),
+                U::SamplePrecision(bits) => format!("{bits}-bit samples"),
+                other => format!("{other:?}"),
+            };
+            format!(
+                "it is a JPEG with {what}, which PDF readers cannot show and lmcp cannot decode; \
+                 save it as a baseline JPEG or a PNG first"
+            )
+        }
         other => other.to_string(),
     };
     let mut d = Decoder::new(std::io::Cursor::new(bytes));
-    d.scale(THUMB_EDGE as u16, THUMB_EDGE as u16)
-        .map_err(described)?;
-    let px = d.decode().map_err(described)?;
+    if for_thumbnail {
+        d.scale(THUMB_EDGE as u16, THUMB_EDGE as u16)
+            .map_err(described)?;
+    }
+    let mut px = d.decode().map_err(described)?;
     let info = d.info().ok_or("the JPEG has no frame header")?;
     let (w, h) = (info.width as u32, info.height as u32);
+    // Lossless JPEGs may use 2-16 bits; samples come back at their own precision, so scale them
+    // to the 8 or 16 bits a PDF image has (white stays white).
+    let precision = jpeg::read_info(bytes)
+        .map_or(8, |i| i.precision)
+        .clamp(2, 16) as u32;
+    let widen = |v: u32, to_bits: u32| {
+        let (max_in, max_out) = ((1u32 << precision) - 1, (1u32 << to_bits) - 1);
+        (v * max_out + max_in / 2) / max_in
+    };
+    match info.pixel_format {
+        PixelFormat::L16 if precision < 16 => {
+            for s in px.chunks_exact_mut(2) {
+                let v = widen(u16::from_ne_bytes([s[0], s[1]]) as u32, 16) as u16;
+                s.copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        _ if precision < 8 => px.iter_mut().for_each(|v| *v = widen(*v as u32, 8) as u8),
+        _ => {}
+    }
     let short = || "the decoded JPEG is smaller than its header says".to_string();
-    Ok(match info.pixel_format {
-        PixelFormat::L8 => image::GrayImage::from_raw(w, h, px)
+    let image: image::DynamicImage = match info.pixel_format {
+        PixelFormat::L8 => image::GrayImage::from_raw(w, h, px.clone())
             .ok_or_else(short)?
             .into(),
         PixelFormat::L16 => {
-            let gray = px.chunks_exact(2).map(|s| s[0]).collect();
-            image::GrayImage::from_raw(w, h, gray)
+            let samples = px
+                .chunks_exact(2)
+                .map(|s| u16::from_ne_bytes([s[0], s[1]]))
+                .collect();
+            image::ImageBuffer::<image::Luma<u16>, Vec<u16>>::from_raw(w, h, samples)
                 .ok_or_else(short)?
                 .into()
         }
-        PixelFormat::RGB24 => image::RgbImage::from_raw(w, h, px)
+        PixelFormat::RGB24 => image::RgbImage::from_raw(w, h, px.clone())
             .ok_or_else(short)?
             .into(),
         PixelFormat::CMYK32 => {
@@ -158,7 +218,9 @@ fn scaled_jpeg(bytes: &[u8]) -> std::result::Result<image::DynamicImage, String>
                 .ok_or_else(short)?
                 .into()
         }
-    })
+    };
+    let cmyk = (info.pixel_format == PixelFormat::CMYK32).then_some(px);
+    Ok(DecodedJpeg { image, cmyk })
 }
 
 fn orientation_of(o: image::metadata::Orientation) -> u8 {
@@ -226,6 +288,31 @@ fn planes(img: image::DynamicImage, orientation: u8, source_sha256: &str) -> Pre
         D::ImageRgba16(i) => (4, 16, true, be_bytes(i.into_raw())),
         other => (4, 8, true, other.to_rgba8().into_raw()),
     };
+    planes_of(
+        w,
+        h,
+        colors,
+        bits,
+        has_alpha,
+        raw,
+        orientation,
+        source_sha256,
+    )
+}
+
+/// Planes from raw interleaved samples: `colors` per pixel (the last one alpha when
+/// `has_alpha`), `bits` each (16-bit big-endian).
+#[allow(clippy::too_many_arguments)]
+fn planes_of(
+    w: u32,
+    h: u32,
+    colors: u8,
+    bits: u8,
+    has_alpha: bool,
+    raw: Vec<u8>,
+    orientation: u8,
+    source_sha256: &str,
+) -> Prepared {
     let size = bits as usize / 8;
     let (color, alpha, opaque) = if has_alpha {
         split_alpha(&raw, colors as usize, size)
