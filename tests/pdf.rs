@@ -578,10 +578,10 @@ fn fixture_file(name: &str) -> Vec<u8> {
 }
 
 /// JPEGs a PDF cannot show as they are: lossless ones (SOF3, here 12-bit gray and RGB) are
-/// decoded and stored losslessly, 12-bit samples widened to 16; an arithmetic-coded one is
-/// refused at import, saying why and what to do.
+/// decoded and stored losslessly, 12-bit samples widened to 16; arithmetic-coded ones are
+/// re-coded with Huffman codes (the same coefficients) and embedded as JPEG.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jpegs_pdf_cannot_show_are_decoded_or_refused_clearly() {
+async fn jpegs_pdf_cannot_show_are_decoded_or_recoded() {
     let f = fixture(&[
         ("gray12.jpg", fixture_file("lossless-12bit-gray.jpg")),
         ("rgb.jpg", fixture_file("lossless-rgb.jpg")),
@@ -638,19 +638,41 @@ async fn jpegs_pdf_cannot_show_are_decoded_or_refused_clearly() {
             seen[q]
         );
     }
-    // Arithmetic coding: neither PDF readers nor lmcp's decoders read it.
-    std::fs::write(f.dir.join("arith.jpg"), fixture_file("arithmetic.jpg")).unwrap();
-    let e = call(
-        &f.t,
-        "asset_import",
-        json!({"workspace_id": f.ws, "path": "arith.jpg"}),
+    // Arithmetic coding (sequential with restarts, and progressive): re-coded with Huffman
+    // codes and embedded as JPEG; the same pixels as jpegtran's re-coding of the same file.
+    for (n, name) in ["arith-420", "arith-progressive"].iter().enumerate() {
+        std::fs::write(
+            f.dir.join(format!("{name}.jpg")),
+            fixture_file(&format!("{name}.jpg")),
+        )
+        .unwrap();
+        let a = call(
+            &f.t,
+            "asset_import",
+            json!({"workspace_id": f.ws, "path": format!("{name}.jpg")}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(a["asset_id"], 3 + n as u64);
+    }
+    let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [3, 4], "title": "a", "preset": "portrait"})).await.unwrap();
+    let doc = lopdf::Document::load(r["file_path"].as_str().unwrap()).unwrap();
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
     )
-    .await
-    .unwrap_err();
-    assert!(
-        e.contains("arithmetic coding") && e.contains("baseline JPEG or a PNG"),
-        "{e}"
-    );
+    .unwrap();
+    for (i, page) in doc.get_pages().into_values().enumerate() {
+        let img = stream_of(&doc, page);
+        assert_eq!(name_in(img, "Filter"), b"DCTDecode");
+        assert_eq!(manifest["pages"][i]["embedding"], "jpeg-recoded");
+        let name = ["arith-420", "arith-progressive"][i];
+        let decode = |b: &[u8]| jpeg_decoder::Decoder::new(b).decode().unwrap();
+        assert_eq!(
+            decode(&img.content),
+            decode(&fixture_file(&format!("{name}.huffman.jpg"))),
+            "{name}"
+        );
+    }
 }
 
 /// What import prepares is a cache: removed or stale, a build makes it again from the asset;

@@ -12,6 +12,7 @@
 //! buffer, not the whole document (PDF 1.4 header, as masks need; real info dates). The result
 //! goes to a temporary folder renamed into place, so a failure never leaves half a result.
 
+pub mod arithmetic_jpeg;
 pub mod flate;
 pub mod prepare;
 mod preview;
@@ -136,8 +137,8 @@ enum Image {
         path: PathBuf,
         len: u64,
     },
-    /// Planes prepared at import.
-    Flate(OnDisk),
+    /// Planes prepared at import (Flate data, or a re-coded JPEG).
+    Prepared(OnDisk),
 }
 
 /// One page, planned: its asset, image and preview thumbnail.
@@ -151,14 +152,15 @@ impl Page {
     fn size_and_orientation(&self) -> (u32, u32, u8) {
         match &self.image {
             Image::Jpeg { info, .. } => (info.width as u32, info.height as u32, info.orientation),
-            Image::Flate(p) => (p.header.width, p.header.height, p.header.orientation),
+            Image::Prepared(p) => (p.header.width, p.header.height, p.header.orientation),
         }
     }
 
     fn embedding(&self) -> &'static str {
-        match self.image {
+        match &self.image {
             Image::Jpeg { .. } => "jpeg-passthrough",
-            Image::Flate(_) => "flate",
+            Image::Prepared(p) if p.header.dct.is_some() => "jpeg-recoded",
+            Image::Prepared(_) => "flate",
         }
     }
 }
@@ -209,7 +211,7 @@ fn plan(assets_dir: &Path, asset: &assets::Asset) -> Result<Option<Page>> {
     Ok(
         prepare::load(assets_dir, asset.asset_id, &asset.sha256).map(|on_disk| Page {
             asset: asset.clone(),
-            image: Image::Flate(on_disk),
+            image: Image::Prepared(on_disk),
             thumb,
         }),
     )
@@ -398,6 +400,23 @@ fn image_dict(width: u32, height: u32, color_space: &str, bits: u8, filter: &str
     ])
 }
 
+/// A JPEG image's dictionary; Adobe-inverted CMYK gets the `Decode` array that undoes it.
+fn dct_dict(width: u32, height: u32, components: u8, inverted_cmyk: bool) -> Dictionary {
+    let space = match components {
+        1 => "DeviceGray",
+        4 => "DeviceCMYK",
+        _ => "DeviceRGB",
+    };
+    let mut d = image_dict(width, height, space, 8, "DCTDecode");
+    if inverted_cmyk {
+        d.set(
+            "Decode",
+            Object::Array([1, 0, 1, 0, 1, 0, 1, 0].map(Object::Integer).to_vec()),
+        );
+    }
+    d
+}
+
 fn flate_dict(plane: &flate::Plane, color_space: &str) -> Dictionary {
     let mut d = image_dict(
         plane.width,
@@ -451,22 +470,25 @@ fn write_image<W: Write>(
 ) -> std::io::Result<()> {
     match &page.image {
         Image::Jpeg { info, path, len } => {
-            let space = match info.components {
-                1 => "DeviceGray",
-                4 => "DeviceCMYK",
-                _ => "DeviceRGB",
-            };
-            let mut d = image_dict(info.width as u32, info.height as u32, space, 8, "DCTDecode");
-            if info.inverted_cmyk() {
-                d.set(
-                    "Decode",
-                    Object::Array([1, 0, 1, 0, 1, 0, 1, 0].map(Object::Integer).to_vec()),
-                );
-            }
+            let d = dct_dict(
+                info.width as u32,
+                info.height as u32,
+                info.components,
+                info.inverted_cmyk(),
+            );
             let file = File::open(path)?;
             w.stream(id, d, *len, |out| copy_exact(file, *len, buf, out))
         }
-        Image::Flate(on_disk) => {
+        Image::Prepared(on_disk) if on_disk.header.dct.is_some() => {
+            let h = &on_disk.header;
+            let inverted = h.dct.is_some_and(|d| d.inverted_cmyk);
+            let d = dct_dict(h.width, h.height, h.color.colors, inverted);
+            let data = on_disk.open_data()?;
+            w.stream(id, d, h.color.len, |out| {
+                copy_exact(data, h.color.len, buf, out)
+            })
+        }
+        Image::Prepared(on_disk) => {
             let h = &on_disk.header;
             let mut data = on_disk.open_data()?;
             let mut d = flate_dict(&h.color, h.color.color_space());
@@ -530,7 +552,7 @@ fn write_pdf(
         })?;
         write_image(&mut w, id, page, &mut buf).map_err(|e| match &page.image {
             Image::Jpeg { path, .. } => Error::io(path, e),
-            Image::Flate(d) => Error::io(&d.path, e),
+            Image::Prepared(d) => Error::io(&d.path, e),
         })?;
         // Let the disk start on this page while the next is copied: the final sync then has
         // little left to wait for.

@@ -41,6 +41,17 @@ pub struct PreparedHeader {
     pub color: Plane,
     /// The alpha plane, when the image has transparency (its bytes follow the colour's).
     pub mask: Option<Plane>,
+    /// Set when the colour bytes are not Flate data but a baseline JPEG re-coded from an
+    /// arithmetic-coded one, embedded with `DCTDecode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dct: Option<Dct>,
+}
+
+/// What a `DCTDecode` image needs beyond its plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dct {
+    /// CMYK stored inverted (Adobe's way): the PDF needs the inverting `Decode` array.
+    pub inverted_cmyk: bool,
 }
 
 /// Prepared planes in memory: the header and the compressed colour and mask bytes.
@@ -96,6 +107,44 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
             orientation: info.orientation,
             thumbnail: thumbnail(&small.image, info.orientation)?,
             prepared: None,
+        });
+    }
+    if let Ok(info) = jpeg::read_info(bytes)
+        && matches!(info.frame, 9 | 10)
+    {
+        // Arithmetic coding: re-coded with Huffman codes, the same coefficients, so it is
+        // embedded as a JPEG after all.
+        let recoded = super::arithmetic_jpeg::to_huffman(bytes)?;
+        let small = decode_jpeg(&recoded, true)?;
+        let (width, height) = (info.width as u32, info.height as u32);
+        let plane = Plane {
+            colors: info.components,
+            bits: 8,
+            width,
+            height,
+            len: recoded.len() as u64,
+        };
+        return Ok(Analysis {
+            width,
+            height,
+            orientation: info.orientation,
+            thumbnail: thumbnail(&small.image, info.orientation)?,
+            prepared: Some(Prepared {
+                header: PreparedHeader {
+                    format: PREPARED_FORMAT,
+                    source_sha256: source_sha256.to_string(),
+                    width,
+                    height,
+                    orientation: info.orientation,
+                    color: plane,
+                    mask: None,
+                    dct: Some(Dct {
+                        inverted_cmyk: info.inverted_cmyk(),
+                    }),
+                },
+                color: recoded,
+                mask: Vec::new(),
+            }),
         });
     }
     if bytes.starts_with(&[0xFF, 0xD8]) {
@@ -337,6 +386,7 @@ fn planes_of(
             orientation,
             color: color_plane,
             mask,
+            dct: None,
         },
         color: color_bytes,
         mask: mask_bytes,
