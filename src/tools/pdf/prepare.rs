@@ -8,7 +8,7 @@
 //! asset, so these files are a cache, never the only copy of anything.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -446,15 +446,6 @@ pub struct OnDisk {
     pub data_at: u64,
 }
 
-impl OnDisk {
-    /// Opens the file at the start of its data, for copying into a PDF.
-    pub fn open_data(&self) -> std::io::Result<File> {
-        let mut f = File::open(&self.path)?;
-        f.seek(SeekFrom::Start(self.data_at))?;
-        Ok(f)
-    }
-}
-
 /// Reads a prepared file's description if it is there, current, made from `source_sha256` and
 /// whole; `None` means it must be made again.
 pub fn load(assets_dir: &Path, asset_id: u64, source_sha256: &str) -> Option<OnDisk> {
@@ -526,8 +517,7 @@ mod tests {
         store(dir.path(), 3, &a).unwrap();
         let on_disk = load(dir.path(), 3, "abc").unwrap();
         assert_eq!(&on_disk.header, &a.prepared.as_ref().unwrap().header);
-        let mut data = Vec::new();
-        on_disk.open_data().unwrap().read_to_end(&mut data).unwrap();
+        let data = std::fs::read(&on_disk.path).unwrap()[on_disk.data_at as usize..].to_vec();
         let p = a.prepared.as_ref().unwrap();
         assert_eq!(data, [p.color.as_slice(), p.mask.as_slice()].concat());
         assert!(load(dir.path(), 3, "another source").is_none());
