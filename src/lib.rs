@@ -12,10 +12,11 @@
 //! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
 //! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
 //! | [`script`]   | the Lua engine: sandboxed VM, limits, the `tools` bridge, stdlib          |
-//! | [`library`]  | saved programs: custom tools (their store, checks and authoring tools)   |
+//! | [`library`]  | saved programs: custom tools, recipes, skills (stores, checks, tools)    |
 //! | [`program`]  | what programs share: the header (name, params, timeout, uses)            |
-//! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command         |
-//! | [`front`]    | the front doors: the command line                                        |
+//! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command,        |
+//! |              | friction reports, workspaces and assets, `build_image_pdf`                |
+//! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`  |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 
 pub mod config;

@@ -8,6 +8,8 @@
 //! | `command.rs`  | `run_command`                           | write (destructive, full profile) |
 //! | `friction.rs` | `report_friction`                       | send (no preview)                 |
 //! | `assets.rs`   | `workspace_*`, `asset_*`                 | read / write                      |
+//! | `pdf/`        | `build_image_pdf` (layout, streaming writer, prepared planes, re-coding) | write |
+//! | `jpeg.rs`     | (no tool) reads JPEG headers for `pdf/`  |                                   |
 
 pub mod assets;
 pub mod calculate;
