@@ -118,6 +118,34 @@ pub fn atomic_copy(from: &Path, to: &Path) -> Result<()> {
     })
 }
 
+/// Writes a new, uniquely named temporary file in `dir` with `parts` and syncs it, for the caller
+/// to rename into place (then [`sync_dir`]) or remove.
+pub fn write_temp(dir: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
+    ensure_dir(dir)?;
+    let tmp = dir.join(format!(".new.{}.{}.tmp", std::process::id(), unique()));
+    let written = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        for part in parts {
+            f.write_all(part)?;
+        }
+        f.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(Error::io(&tmp, e))
+        }
+    }
+}
+
+/// Makes renames in a directory durable (best effort: some platforms cannot open directories).
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
 /// Moves `from` to `to`, replacing `to` atomically: a rename where both are on one file system
 /// (then the directory is synced), else [`atomic_copy`] and removing `from`.
 pub fn atomic_move(from: &Path, to: &Path) -> Result<()> {
@@ -127,9 +155,7 @@ pub fn atomic_move(from: &Path, to: &Path) -> Result<()> {
         .unwrap_or(Path::new("."));
     ensure_dir(dir)?;
     if fs::rename(from, to).is_ok() {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        sync_dir(dir);
         return Ok(());
     }
     atomic_copy(from, to)?;
@@ -172,9 +198,7 @@ fn replace_via_temp(path: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Resu
     let result = fill(&tmp).and_then(|()| {
         fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
         // The rename is durable only once the directory entry is on disk.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        sync_dir(dir);
         Ok(())
     });
     if result.is_err() {

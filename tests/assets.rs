@@ -171,3 +171,65 @@ fn importing_local_files_needs_the_local_transport() {
         }
     ));
 }
+
+/// Imports side by side each get their own id, every file lands under it, and no temporary file
+/// is left behind (files are staged outside the lock and renamed under it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn imports_side_by_side_get_distinct_ids_and_leave_no_temp_files() {
+    let t = TestHost::new();
+    let ws_dir = t.home().join("data/workspace");
+    std::fs::create_dir_all(&ws_dir).unwrap();
+    for i in 0..6 {
+        write_png(&ws_dir.join(format!("p{i}.png")), 20 + i, 10);
+    }
+    let id = call(&t, "workspace_create", json!({"name": "many"}))
+        .await
+        .unwrap()["workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let host = std::sync::Arc::new(t);
+    let mut running = Vec::new();
+    for i in 0..6 {
+        let (h, id) = (host.clone(), id.clone());
+        running.push(tokio::spawn(async move {
+            let args = json!({"workspace_id": id, "path": format!("p{i}.png")});
+            let a = call(&h, "asset_import", args).await.unwrap();
+            (
+                i,
+                a["asset_id"].as_u64().unwrap(),
+                a["width"].as_u64().unwrap(),
+            )
+        }));
+    }
+    let mut ids = Vec::new();
+    for r in running {
+        let (i, asset_id, width) = r.await.unwrap();
+        assert_eq!(width, 20 + i as u64, "the asset is the file imported");
+        ids.push(asset_id);
+    }
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    let assets_dir = lmcp::tools::assets::workspace_dir(&host.host, &id)
+        .unwrap()
+        .join("assets");
+    let mut names: Vec<String> = std::fs::read_dir(&assets_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+    for n in 1..=6 {
+        for ending in ["png", "prepared", "thumb"] {
+            assert!(
+                names.contains(&format!("{n}.{ending}")),
+                "{n}.{ending} in {names:?}"
+            );
+        }
+    }
+    let listed = call(&host, "asset_list", json!({"workspace_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(listed["assets"].as_array().unwrap().len(), 6);
+}

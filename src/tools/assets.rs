@@ -193,29 +193,53 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
             source.display()
         ))
     })?;
-    let lock_path = dir.join("assets.json");
-    let _lock = FileLock::acquire(&lock_path)?;
-    let mut ws = read_workspace(&dir)?;
-    let mut all: Vec<Asset> = store::read_json(&lock_path)?.unwrap_or_default();
-    let asset_id = ws.next_asset_id.max(1);
-    let file = format!("{asset_id}.{ext}");
+    // The files are written and synced before the lock is taken, under temporary names; under
+    // it they are only renamed to the id handed out, so imports side by side barely wait.
     let assets_dir = dir.join("assets");
-    store::atomic_write(&assets_dir.join(&file), &bytes)?;
-    prepare::store(&assets_dir, asset_id, &analysis)?;
-    let asset = Asset {
-        asset_id,
-        media_type: media.to_string(),
-        width: analysis.width,
-        height: analysis.height,
-        bytes: bytes.len() as u64,
-        sha256,
-        file,
-        imported: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    };
-    all.push(asset.clone());
-    store::write_json(&lock_path, &all)?;
-    ws.next_asset_id = asset_id + 1;
-    store::write_json(&dir.join("workspace.json"), &ws)?;
+    let mut files = vec![(format!(".{ext}"), vec![bytes.as_slice()])];
+    files.extend(
+        analysis
+            .files()
+            .into_iter()
+            .map(|(suffix, parts)| (suffix.to_string(), parts)),
+    );
+    let mut staged = Vec::new();
+    let committed = (|| -> Result<Asset> {
+        for (suffix, parts) in &files {
+            staged.push((store::write_temp(&assets_dir, parts)?, suffix.clone()));
+        }
+        let lock_path = dir.join("assets.json");
+        let _lock = FileLock::acquire(&lock_path)?;
+        let mut ws = read_workspace(&dir)?;
+        let mut all: Vec<Asset> = store::read_json(&lock_path)?.unwrap_or_default();
+        let asset_id = ws.next_asset_id.max(1);
+        for (tmp, suffix) in &staged {
+            let to = assets_dir.join(format!("{asset_id}{suffix}"));
+            std::fs::rename(tmp, &to).map_err(|e| Error::io(&to, e))?;
+        }
+        store::sync_dir(&assets_dir);
+        let asset = Asset {
+            asset_id,
+            media_type: media.to_string(),
+            width: analysis.width,
+            height: analysis.height,
+            bytes: bytes.len() as u64,
+            sha256,
+            file: format!("{asset_id}.{ext}"),
+            imported: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        };
+        all.push(asset.clone());
+        store::write_json(&lock_path, &all)?;
+        ws.next_asset_id = asset_id + 1;
+        store::write_json(&dir.join("workspace.json"), &ws)?;
+        Ok(asset)
+    })();
+    if committed.is_err() {
+        for (tmp, _) in &staged {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+    let asset = committed?;
     Ok(asset)
 }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::flate::{self, Plane};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store;
 use crate::tools::jpeg;
 
@@ -58,10 +58,26 @@ pub struct Dct {
 pub struct Prepared {
     /// What the bytes are.
     pub header: PreparedHeader,
+    /// The header as the file's first line (JSON and a newline).
+    pub header_line: Vec<u8>,
     /// The colour plane, compressed.
     pub color: Vec<u8>,
     /// The mask plane, compressed; empty when there is none.
     pub mask: Vec<u8>,
+}
+
+impl Prepared {
+    fn new(header: PreparedHeader, color: Vec<u8>, mask: Vec<u8>) -> Prepared {
+        // Plain strings and numbers: serialising them cannot fail.
+        let mut header_line = serde_json::to_vec(&header).expect("a prepared header serialises");
+        header_line.push(b'\n');
+        Prepared {
+            header,
+            header_line,
+            color,
+            mask,
+        }
+    }
 }
 
 /// What one decode of an image file gives.
@@ -80,12 +96,16 @@ pub struct Analysis {
 
 /// Where an asset's prepared planes are kept.
 pub fn prepared_path(assets_dir: &Path, asset_id: u64) -> PathBuf {
-    assets_dir.join(format!("{asset_id}.prepared"))
+    assets_dir.join(format!("{asset_id}{PREPARED_SUFFIX}"))
 }
+
+/// The file-name endings of what an analysis stores beside an asset `N`: `N.prepared`, `N.thumb`.
+const PREPARED_SUFFIX: &str = ".prepared";
+const THUMB_SUFFIX: &str = ".thumb";
 
 /// Where an asset's thumbnail is kept.
 pub fn thumb_path(assets_dir: &Path, asset_id: u64) -> PathBuf {
-    assets_dir.join(format!("{asset_id}.thumb"))
+    assets_dir.join(format!("{asset_id}{THUMB_SUFFIX}"))
 }
 
 /// Whether a PDF embeds this file byte for byte (a JPEG its `DCTDecode` filter can show).
@@ -129,8 +149,8 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
             height,
             orientation: info.orientation,
             thumbnail: thumbnail(&small.image, info.orientation)?,
-            prepared: Some(Prepared {
-                header: PreparedHeader {
+            prepared: Some(Prepared::new(
+                PreparedHeader {
                     format: PREPARED_FORMAT,
                     source_sha256: source_sha256.to_string(),
                     width,
@@ -142,9 +162,9 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
                         inverted_cmyk: info.inverted_cmyk(),
                     }),
                 },
-                color: recoded,
-                mask: Vec::new(),
-            }),
+                recoded,
+                Vec::new(),
+            )),
         });
     }
     if bytes.starts_with(&[0xFF, 0xD8]) {
@@ -377,8 +397,8 @@ fn planes_of(
     } else {
         (None, Vec::new())
     };
-    Prepared {
-        header: PreparedHeader {
+    Prepared::new(
+        PreparedHeader {
             format: PREPARED_FORMAT,
             source_sha256: source_sha256.to_string(),
             width: w,
@@ -388,9 +408,9 @@ fn planes_of(
             mask,
             dct: None,
         },
-        color: color_bytes,
-        mask: mask_bytes,
-    }
+        color_bytes,
+        mask_bytes,
+    )
 }
 
 fn thumbnail(img: &image::DynamicImage, orientation: u8) -> std::result::Result<Vec<u8>, String> {
@@ -420,20 +440,28 @@ pub fn thumb_media_type(bytes: &[u8]) -> &'static str {
     }
 }
 
-/// Stores what an analysis made: the prepared planes (if any) and the thumbnail.
-pub fn store(assets_dir: &Path, asset_id: u64, analysis: &Analysis) -> Result<()> {
-    if let Some(p) = &analysis.prepared {
-        let mut file = serde_json::to_vec(&p.header).map_err(|e| Error::Corrupt {
-            path: prepared_path(assets_dir, asset_id),
-            message: e.to_string(),
-        })?;
-        file.push(b'\n');
-        store::atomic_write_parts(
-            &prepared_path(assets_dir, asset_id),
-            &[&file, &p.color, &p.mask],
-        )?;
+impl Analysis {
+    /// The files to keep beside asset `N`: each name's ending (after `N`) and its content in
+    /// parts — the prepared planes (if any) and the thumbnail.
+    pub fn files(&self) -> Vec<(&'static str, Vec<&[u8]>)> {
+        let mut files = Vec::new();
+        if let Some(p) = &self.prepared {
+            files.push((
+                PREPARED_SUFFIX,
+                vec![p.header_line.as_slice(), &p.color, &p.mask],
+            ));
+        }
+        files.push((THUMB_SUFFIX, vec![self.thumbnail.as_slice()]));
+        files
     }
-    store::atomic_write(&thumb_path(assets_dir, asset_id), &analysis.thumbnail)
+}
+
+/// Stores what an analysis made beside asset `asset_id`, each file atomically.
+pub fn store(assets_dir: &Path, asset_id: u64, analysis: &Analysis) -> Result<()> {
+    for (suffix, parts) in analysis.files() {
+        store::atomic_write_parts(&assets_dir.join(format!("{asset_id}{suffix}")), &parts)?;
+    }
+    Ok(())
 }
 
 /// An asset's prepared planes on disk: their description and where the data starts.
