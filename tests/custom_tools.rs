@@ -703,3 +703,69 @@ async fn the_same_tool_from_the_cli_and_from_lua_gives_the_same_result() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// A long-running host (the MCP server's) picks up custom tools another process saved or
+/// deleted: `library::sync` reloads what changed on disk, and the registry announces each change
+/// (which the server turns into `tools/list_changed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_saved_or_deleted_by_another_process_are_synced() {
+    let t = TestHost::new();
+    let mut seen = lmcp::library::Seen::now(&t.host);
+    assert!(
+        !lmcp::library::sync(&t.host, &mut seen),
+        "nothing changed yet"
+    );
+    let mut changes = t.host.registry().subscribe();
+    changes.mark_unchanged();
+    common::lmcp_ok(
+        t.home(),
+        &[
+            "call",
+            "custom_tool_create",
+            &calc_def().to_string(),
+            "--yes",
+            "--json",
+        ],
+    );
+    assert!(
+        t.host.registry().get("user_calc").is_none(),
+        "not seen before a sync"
+    );
+    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(changes.has_changed().unwrap(), "the change is announced");
+    let r = call(&t, "user_calc", json!({"expression": "6*7"}))
+        .await
+        .into_result()
+        .unwrap();
+    assert_eq!(r["result"]["value"], 42, "{r}");
+    assert!(
+        !lmcp::library::sync(&t.host, &mut seen),
+        "a second look finds nothing new"
+    );
+    // Replaced elsewhere: the new definition is what runs here.
+    let mut changed = calc_def();
+    changed["description"] = json!("Arithmetic, replaced from the command line");
+    changed["replace"] = json!(true);
+    common::lmcp_ok(
+        t.home(),
+        &["call", "custom_tool_create", &changed.to_string(), "--yes"],
+    );
+    assert!(lmcp::library::sync(&t.host, &mut seen));
+    let tool = t.host.registry().get("user_calc").unwrap();
+    assert_eq!(
+        tool.spec().description,
+        "Arithmetic, replaced from the command line"
+    );
+    // Deleted elsewhere: gone here too.
+    common::lmcp_ok(
+        t.home(),
+        &[
+            "call",
+            "custom_tool_delete",
+            r#"{"name": "user_calc"}"#,
+            "--yes",
+        ],
+    );
+    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(t.host.registry().get("user_calc").is_none());
+}

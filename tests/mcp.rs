@@ -39,6 +39,7 @@ fn run_scenarios(mode: &str) {
         "list",
         "call",
         "custom tools",
+        "tools saved elsewhere",
         "cancel",
         "progress",
         "elicitation",

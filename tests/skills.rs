@@ -500,3 +500,28 @@ fn the_example_skills_from_the_cli() {
         1
     );
 }
+
+/// A long-running host picks up skills installed, disabled, enabled and removed by another
+/// process (the command line): `library::sync` registers or drops their script tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_changed_by_another_process_are_synced() {
+    let t = TestHost::new();
+    let mut seen = lmcp::library::Seen::now(&t.host);
+    let has_hello = |t: &TestHost| t.host.registry().get("skill__demo__hello").is_some();
+    // Installed elsewhere (a second host on the same store stands for the other process).
+    let other = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    common::call_yes(&other, "skill_install", package(SKILL_MD, HELLO))
+        .await
+        .unwrap();
+    assert!(!has_hello(&t));
+    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(has_hello(&t), "installed elsewhere, registered here");
+    for (command, present) in [("disable", false), ("enable", true)] {
+        common::lmcp_ok(t.home(), &["skill", command, "demo"]);
+        assert!(lmcp::library::sync(&t.host, &mut seen), "{command}");
+        assert_eq!(has_hello(&t), present, "after {command}");
+    }
+    common::lmcp_ok(t.home(), &["skill", "remove", "demo", "--yes"]);
+    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(!has_hello(&t), "removed elsewhere, gone here");
+}

@@ -13,7 +13,9 @@
 //! action) and cancellable by `notifications/cancelled`. Tool failures, denials and invalid
 //! arguments come back as `isError` results with a message a person can act on; only an unknown
 //! tool is a protocol error (invalid params, as the spec names it). Nothing but protocol is
-//! written to stdout: scripts' `print` is captured, logs go to stderr.
+//! written to stdout: scripts' `print` is captured, logs go to stderr. Custom tools and skills
+//! saved, changed or removed by other processes (the command line beside the server) are picked
+//! up within two seconds ([`crate::library::sync`]) and announced like any other change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -480,6 +482,45 @@ pub async fn serve(host: Arc<Host>, profile: Profile) -> Result<u8> {
     for w in host.take_warnings() {
         tracing_stderr(&w);
     }
+    let watcher = tokio::spawn(watch_library(Arc::clone(&host)));
+    let served = serve_session(host, profile).await;
+    watcher.abort();
+    served
+}
+
+/// How often a running server looks for programs saved or removed by other processes.
+const LIBRARY_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps the registry in line with the program stores while the server runs: a custom tool
+/// saved from the command line appears (and clients get `tools/list_changed`) within
+/// [`LIBRARY_POLL`], and one deleted there goes.
+async fn watch_library(host: Arc<Host>) {
+    let h = Arc::clone(&host);
+    let Ok(mut seen) = tokio::task::spawn_blocking(move || crate::library::Seen::now(&h)).await
+    else {
+        return;
+    };
+    let mut tick = tokio::time::interval(LIBRARY_POLL);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let h = Arc::clone(&host);
+        seen = match tokio::task::spawn_blocking(move || {
+            crate::library::sync(&h, &mut seen);
+            seen
+        })
+        .await
+        {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        for w in host.take_warnings() {
+            tracing_stderr(&w);
+        }
+    }
+}
+
+async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
     let server = McpServer::new(host, profile);
     let running = match server.serve(rmcp::transport::stdio_pipes()).await {
         Ok(r) => r,

@@ -13,7 +13,7 @@
 //! (its steps, or a Lua body's `---@uses`; a Lua body without one may call read tools only).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -701,43 +701,51 @@ fn file(host: &Host, name: &str) -> PathBuf {
     dir(host).join(format!("{name}.json"))
 }
 
-/// Loads every stored custom tool; a file that does not parse or check is reported and skipped.
-pub fn load_all(host: &Host) {
+/// The stored custom tool files (`NAME.json`), sorted.
+pub fn stored_files(host: &Host) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir(host)) else {
-        return;
+        return Vec::new();
     };
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     paths.sort();
-    for path in paths {
-        let loaded = store::read_json::<Definition>(&path).and_then(|d| {
-            let d = d.ok_or_else(|| {
-                Error::io(&path, std::io::Error::from(std::io::ErrorKind::NotFound))
-            })?;
-            let expected = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if d.name != expected {
-                return Err(bad(
-                    &d.name,
-                    format!(
-                        "it is stored as {expected}.json; the file name must match the tool name"
-                    ),
-                ));
-            }
-            let c = Arc::new(compile(host, d)?);
-            host.registry()
-                .register_or_replace(c.spec.clone(), workflow_handler(Arc::clone(&c)))
-        });
-        if let Err(e) = loaded {
-            host.warn(format!(
-                "custom tool {} was not loaded: {e}",
-                path.display()
+    paths
+}
+
+/// Loads every stored custom tool; a file that does not parse or check is reported and skipped.
+pub fn load_all(host: &Host) {
+    for path in stored_files(host) {
+        load_file(host, &path);
+    }
+}
+
+/// Loads (or reloads) one stored custom tool; a file that does not parse or check is reported
+/// and skipped.
+pub fn load_file(host: &Host, path: &Path) {
+    let loaded = store::read_json::<Definition>(path).and_then(|d| {
+        let d =
+            d.ok_or_else(|| Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
+        let expected = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if d.name != expected {
+            return Err(bad(
+                &d.name,
+                format!("it is stored as {expected}.json; the file name must match the tool name"),
             ));
         }
+        let c = Arc::new(compile(host, d)?);
+        host.registry()
+            .register_or_replace(c.spec.clone(), workflow_handler(Arc::clone(&c)))
+    });
+    if let Err(e) = loaded {
+        host.warn(format!(
+            "custom tool {} was not loaded: {e}",
+            path.display()
+        ));
     }
 }
 

@@ -5,9 +5,13 @@ pub mod custom_tools;
 pub mod recipes;
 pub mod skills;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::SystemTime;
+
 use crate::error::Result;
 use crate::host::Host;
-use crate::registry::Registry;
+use crate::registry::{Kind, Registry};
 
 /// Registers every library's authoring tools.
 pub fn register_tools(registry: &Registry) -> Result<()> {
@@ -20,4 +24,101 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
 pub fn load_all(host: &Host) {
     custom_tools::load_all(host);
     skills::load_all(host);
+}
+
+/// A file's or folder's stamp: modification time and size (for a folder, of what is in it).
+type Stamp = Vec<(SystemTime, u64)>;
+
+fn file_stamp(path: &Path) -> Stamp {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| vec![(m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len())])
+        .unwrap_or_default()
+}
+
+/// The stamps of everything in a folder, two levels deep (a skill: SKILL.md, meta.json,
+/// scripts/*), sorted by name.
+fn folder_stamp(dir: &Path) -> Stamp {
+    let mut names = Vec::new();
+    let mut walk = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = walk.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() && depth < 1 {
+                walk.push((path.clone(), depth + 1));
+            }
+            names.push(path);
+        }
+    }
+    names.sort();
+    names.iter().flat_map(|p| file_stamp(p)).collect()
+}
+
+/// What the program stores looked like when last synced, so [`sync`] touches only what changed.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Seen {
+    custom_tools: BTreeMap<String, Stamp>,
+    skills: BTreeMap<String, Stamp>,
+}
+
+impl Seen {
+    /// The stores as they are now (what [`load_all`] just loaded).
+    pub fn now(host: &Host) -> Seen {
+        Seen {
+            custom_tools: custom_tools::stored_files(host)
+                .into_iter()
+                .map(|p| (p.display().to_string(), file_stamp(&p)))
+                .collect(),
+            skills: skills::installed(host)
+                .into_iter()
+                .map(|(name, dir)| (name, folder_stamp(&dir)))
+                .collect(),
+        }
+    }
+}
+
+/// Brings the registry in line with the stores on disk after another process (the command line
+/// beside a long-running MCP server, say) saved, changed or removed custom tools or skills.
+/// Every change goes through the registry, so MCP clients hear `tools/list_changed`. Returns
+/// whether anything was reloaded or removed.
+pub fn sync(host: &Host, seen: &mut Seen) -> bool {
+    let now = Seen::now(host);
+    if &now == seen {
+        return false;
+    }
+    for (path, stamp) in &now.custom_tools {
+        if seen.custom_tools.get(path) != Some(stamp) {
+            custom_tools::load_file(host, Path::new(path));
+        }
+    }
+    for path in seen.custom_tools.keys() {
+        if !now.custom_tools.contains_key(path) {
+            let name = Path::new(path)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let is_custom = host
+                .registry()
+                .get(&name)
+                .is_some_and(|t| t.spec().kind == Kind::Workflow);
+            if is_custom {
+                host.registry().unregister(&name);
+            }
+        }
+    }
+    for (name, stamp) in &now.skills {
+        if seen.skills.get(name) != Some(stamp) {
+            skills::load_one(host, name);
+        }
+    }
+    for name in seen.skills.keys() {
+        if !now.skills.contains_key(name) {
+            skills::load_one(host, name);
+        }
+    }
+    *seen = now;
+    true
 }

@@ -815,27 +815,44 @@ pub fn set_enabled(host: &Host, name: &str, enabled: bool) -> Result<()> {
     Ok(())
 }
 
+/// The installed skills' folders (names not starting with `.`: those are installs underway).
+pub fn installed(host: &Host) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(skills_dir(host)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(name, path)| !name.starts_with('.') && path.is_dir())
+        .collect();
+    found.sort();
+    found
+}
+
 /// Registers the script tools of every enabled skill; problems become warnings.
 pub fn load_all(host: &Host) {
-    let Ok(entries) = std::fs::read_dir(skills_dir(host)) else {
+    for (name, _) in installed(host) {
+        load_one(host, &name);
+    }
+}
+
+/// (Re)registers one skill's script tools as its files say: none when it is disabled or gone;
+/// problems become warnings.
+pub fn load_one(host: &Host, name: &str) {
+    unregister_scripts(host, name);
+    if !skill_dir(host, name).is_dir() {
         return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
+    }
+    let loaded = load_package(host, name).and_then(|p| {
+        let meta = read_meta(host, name)?.ok_or_else(|| bad(name, "meta.json is missing"))?;
+        if meta.enabled {
+            register_scripts(host, &p)
+        } else {
+            Ok(())
         }
-        let loaded = load_package(host, &name).and_then(|p| {
-            let meta = read_meta(host, &name)?.ok_or_else(|| bad(&name, "meta.json is missing"))?;
-            if meta.enabled {
-                register_scripts(host, &p)
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(e) = loaded {
-            host.warn(format!("skill `{name}` was not loaded: {e}"));
-        }
+    });
+    if let Err(e) = loaded {
+        host.warn(format!("skill `{name}` was not loaded: {e}"));
     }
 }
 

@@ -151,6 +151,20 @@ pub fn lmcp(home: &Path, args: &[&str]) -> Output {
     lmcp_with_stdin(home, args, None)
 }
 
+/// Runs the `lmcp` binary and insists it succeeds (exit 0), showing its output if not.
+#[allow(dead_code)]
+pub fn lmcp_ok(home: &Path, args: &[&str]) -> Output {
+    let o = lmcp(home, args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "lmcp {args:?}\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// Runs the `lmcp` binary with `LMCP_HOME=home`, feeding `stdin` if given.
 pub fn lmcp_with_stdin(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write;

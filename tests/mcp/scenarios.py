@@ -133,6 +133,54 @@ async def custom_tools() -> None:
     print("custom tools ok")
 
 
+async def saved_elsewhere() -> None:
+    """A custom tool saved and deleted from the command line while the server runs."""
+    events = anyio.create_memory_object_stream(16)
+    send, receive = events
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            await send.send(message)
+
+    definition = {
+        "name": "user_triple",
+        "description": "Triple a number with calculate",
+        "parameters": [{"name": "n", "type": "string", "required": True}],
+        "steps": [{"id": "calc", "tool": "calculate", "arguments": {"expression": {"$input": "n"}}}],
+    }
+    env = {"LMCP_HOME": str(HOME), "PATH": os.environ.get("PATH", "")}
+
+    async def cli(*args: str) -> None:
+        done = await anyio.run_process([LMCP, *args], env=env, check=False)
+        check(done.returncode == 0, f"lmcp {args}: {done.stderr.decode()}")
+
+    async def listed() -> list[str]:
+        return [t.name for t in (await client.list_tools()).tools]
+
+    async with Client(server(), mode=MODE, message_handler=on_message) as client:
+        if MODE == "legacy":
+            await cli("call", "custom_tool_create", json.dumps(definition), "--yes")
+            with anyio.fail_after(10):
+                await receive.receive()
+            check("user_triple" in await listed(), "saved from the command line, listed by the server")
+            await cli("call", "custom_tool_delete", '{"name": "user_triple"}', "--yes")
+            with anyio.fail_after(10):
+                await receive.receive()
+        else:
+            async with client.listen(tools_list_changed=True) as sub:
+                await cli("call", "custom_tool_create", json.dumps(definition), "--yes")
+                with anyio.fail_after(10):
+                    async for event in sub:
+                        break
+                check("user_triple" in await listed(), "saved from the command line, listed by the server")
+                await cli("call", "custom_tool_delete", '{"name": "user_triple"}', "--yes")
+                with anyio.fail_after(10):
+                    async for event in sub:
+                        break
+        check("user_triple" not in await listed(), "deleted from the command line, gone")
+    print("tools saved elsewhere ok")
+
+
 async def cancel() -> None:
     spin = {"name": "user_spin", "description": "loops until cancelled", "lua": "---@timeout 600\nwhile true do end"}
     async with Client(server(), mode=MODE) as client:
@@ -217,7 +265,7 @@ async def elicitation() -> None:
 
 
 async def main() -> None:
-    for scenario in [listing, calls, custom_tools, cancel, progress, elicitation]:
+    for scenario in [listing, calls, custom_tools, saved_elsewhere, cancel, progress, elicitation]:
         await scenario()
 
 
