@@ -2,15 +2,16 @@
 //!
 //! JPEGs a PDF reader can show are embedded byte for byte as `DCTDecode` streams (no decode and
 //! re-encode); CMYK JPEGs written the Adobe way get the inverting `Decode` array. Every other
-//! image (PNG of any depth, palette, GIF, WebP, TIFF, BMP, and JPEGs PDF cannot show) is stored
-//! with Flate at its own bit depth (16 bits stay 16 bits), alpha as an `SMask` — prepared once
-//! when the image is imported ([`prepare`]). EXIF orientation is honoured by the placement
-//! matrix, so pixels are never rotated.
+//! image (PNG of any depth, palette, GIF, WebP, TIFF, BMP, lossless JPEGs) is stored with Flate
+//! at its own bit depth (16 bits stay 16 bits), alpha as an `SMask`; arithmetic-coded JPEGs are
+//! re-coded with Huffman codes ([`arithmetic_jpeg`]) and embedded as JPEG. All of that is
+//! prepared once, when the image is imported ([`prepare`]). EXIF orientation is honoured by the
+//! placement matrix, so pixels are never rotated.
 //!
 //! printpdf lays the document out with a placeholder per image; [`writer`] then writes its lopdf
-//! form object by object and copies each image in from its file, so a build holds one page's
-//! buffer, not the whole document (PDF 1.4 header, as masks need; real info dates). The result
-//! goes to a temporary folder renamed into place, so a failure never leaves half a result.
+//! form object by object and copies each image in from a read-only map of its file, so a build's
+//! memory does not grow with the document (PDF 1.4 header, as masks need; real info dates). The
+//! result goes to a temporary folder renamed into place, so a failure never leaves half a result.
 
 pub mod arithmetic_jpeg;
 pub mod flate;

@@ -3,9 +3,9 @@
 //! printpdf lays the document out (pages, content streams, info, catalog) and hands back its
 //! lopdf form; lopdf would then hold every image in memory, copy it again to serialise, and
 //! write the whole file from one buffer (its object serialiser is private). Here each object is
-//! serialised as it comes (ISO 32000-1 §7.3 syntax), and the image streams — marked by placeholders — are copied in from
-//! their files one at a time. The SHA-256 of the file is computed on the way out, so memory stays
-//! at one page's read buffer whatever the document's size.
+//! serialised as it comes (ISO 32000-1 §7.3 syntax), and the image streams, marked by
+//! placeholders, are copied in by the caller one at a time. The SHA-256 of the file is computed
+//! on the way out, so memory does not grow with the document.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
