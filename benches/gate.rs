@@ -3,12 +3,13 @@
 //!
 //! Run with `cargo bench --bench gate`.
 
+mod common;
+
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use lmcp::registry::{Invocation, ToolSpec, sync_handler};
-use lmcp::store::Paths;
-use lmcp::{CallContext, CallRequest, ConfirmMode, Host, Origin};
+use lmcp::registry::Invocation;
+use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
 use serde_json::json;
 
 fn bench(c: &mut Criterion) {
@@ -17,20 +18,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::open(Paths::under(dir.path())).unwrap();
-    let handler = sync_handler(|args| Ok(json!({"echo": args["text"]})));
-    let schema = json!({
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "required": ["text"],
-        "additionalProperties": false
-    });
-    host.registry()
-        .register(
-            ToolSpec::new("echo", "Echo", "returns its text", schema),
-            handler.clone(),
-        )
-        .unwrap();
+    let (host, handler) = common::echo_host(dir.path());
     let args = json!({"text": "hello"});
 
     let mut group = c.benchmark_group("trivial_read_tool");
@@ -52,11 +40,7 @@ fn bench(c: &mut Criterion) {
                 .unwrap()
         })
     });
-    host.update_config(|c| {
-        c.modes.private = true;
-        Ok(())
-    })
-    .unwrap();
+    common::private(&host);
     group.bench_function("host_call_private", |b| {
         b.iter(|| {
             let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed);

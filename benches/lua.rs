@@ -8,15 +8,14 @@
 //!
 //! Run with `cargo bench --bench lua`.
 
+mod common;
+
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lmcp::registry::{ToolSpec, sync_handler};
 use lmcp::script::{Output, Vm, VmOptions};
-use lmcp::store::Paths;
-use lmcp::{CallContext, ConfirmMode, Host, Origin};
+use lmcp::{CallContext, ConfirmMode, Origin};
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
-use serde_json::json;
 
 const CALLS: u64 = 1000;
 
@@ -27,19 +26,8 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::open(Paths::under(dir.path())).unwrap();
-    let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false});
-    host.registry()
-        .register(
-            ToolSpec::new("echo", "Echo", "returns its text", schema),
-            sync_handler(|a| Ok(json!({"echo": a["text"]}))),
-        )
-        .unwrap();
-    host.update_config(|c| {
-        c.modes.private = true;
-        Ok(())
-    })
-    .unwrap();
+    let (host, _) = common::echo_host(dir.path());
+    common::private(&host);
     let options = || VmOptions {
         output: Output::Capture,
         ..Default::default()

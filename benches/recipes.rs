@@ -2,14 +2,14 @@
 //! (criterion reports elements/s; one element is one step). Private mode, so neither writes the
 //! history or the journal. Run with `cargo bench --bench recipes`.
 
+mod common;
+
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lmcp::library::recipes;
-use lmcp::registry::{ToolSpec, sync_handler};
 use lmcp::script::{Output, Script, VmOptions};
-use lmcp::store::Paths;
-use lmcp::{CallContext, ConfirmMode, Host, Origin};
+use lmcp::{CallContext, ConfirmMode, Origin};
 use serde_json::{Map, json};
 
 const STEPS: usize = 1000;
@@ -21,19 +21,8 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::open(Paths::under(dir.path())).unwrap();
-    let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false});
-    host.registry()
-        .register(
-            ToolSpec::new("echo", "Echo", "returns its text", schema),
-            sync_handler(|a| Ok(json!({"echo": a["text"]}))),
-        )
-        .unwrap();
-    host.update_config(|c| {
-        c.modes.private = true;
-        Ok(())
-    })
-    .unwrap();
+    let (host, _) = common::echo_host(dir.path());
+    common::private(&host);
     let steps: Vec<serde_json::Value> = (0..STEPS)
         .map(|_| json!({"tool": "echo", "args": {"text": "x"}}))
         .collect();

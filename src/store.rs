@@ -91,6 +91,11 @@ pub fn ensure_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
 
+/// The current time as saved records carry it: RFC 3339, UTC, whole seconds.
+pub fn timestamp() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Writes `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync dir.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     atomic_write_with(path, &[bytes], false)
@@ -110,21 +115,91 @@ pub fn atomic_write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Copies `from` to `to` atomically (the kernel copies; same temp, fsync and rename as
 /// [`atomic_write`]), so a large file is never read into memory.
 pub fn atomic_copy(from: &Path, to: &Path) -> Result<()> {
-    replace_via_temp(to, |tmp| {
-        fs::copy(from, tmp).map_err(|e| Error::io(from, e))?;
-        File::open(tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io(tmp, e))
-    })
+    let dir = parent_of(to);
+    ensure_dir(dir)?;
+    let tmp = temp_path(dir, &file_name_of(to));
+    let copied = fs::copy(from, &tmp)
+        .map_err(|e| Error::io(from, e))
+        .and_then(|_| {
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(&tmp, e))
+        });
+    if let Err(e) = copied {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    commit(&tmp, to)
 }
 
 /// Writes a new, uniquely named temporary file in `dir` with `parts` and syncs it, for the caller
 /// to rename into place (then [`sync_dir`]) or remove.
 pub fn write_temp(dir: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
     ensure_dir(dir)?;
-    let tmp = dir.join(format!(".new.{}.{}.tmp", std::process::id(), unique()));
+    write_synced_temp(dir, "new", parts, false)
+}
+
+/// Makes renames in a directory durable (best effort: some platforms cannot open directories).
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Moves `from` to `to`, replacing `to` atomically: a rename where both are on one file system
+/// (then the directory is synced), else [`atomic_copy`] and removing `from`.
+pub fn atomic_move(from: &Path, to: &Path) -> Result<()> {
+    let dir = parent_of(to);
+    ensure_dir(dir)?;
+    if fs::rename(from, to).is_ok() {
+        sync_dir(dir);
+        return Ok(());
+    }
+    atomic_copy(from, to)?;
+    let _ = fs::remove_file(from);
+    Ok(())
+}
+
+fn atomic_write_with(path: &Path, parts: &[&[u8]], private: bool) -> Result<()> {
+    let dir = parent_of(path);
+    ensure_dir(dir)?;
+    let tmp = write_synced_temp(dir, &file_name_of(path), parts, private)?;
+    commit(&tmp, path)
+}
+
+/// The directory a path is in (`.` for a bare file name).
+fn parent_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+fn file_name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// A temporary name in `dir` no other writer (thread or process) uses.
+fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()))
+}
+
+/// Creates a temporary file in `dir` (0600 from the first byte when `private`, on Unix), writes
+/// `parts` and syncs it; on failure it is removed.
+fn write_synced_temp(dir: &Path, name: &str, parts: &[&[u8]], private: bool) -> Result<PathBuf> {
+    let tmp = temp_path(dir, name);
     let written = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = private;
+        let mut f = options.open(&tmp)?;
         for part in parts {
             f.write_all(part)?;
         }
@@ -139,72 +214,15 @@ pub fn write_temp(dir: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
     }
 }
 
-/// Makes renames in a directory durable (best effort: some platforms cannot open directories).
-pub fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+/// Renames a synced temporary file over `path` and syncs the directory, so the rename is
+/// durable; on failure the temporary file is removed and `path` is untouched.
+fn commit(tmp: &Path, path: &Path) -> Result<()> {
+    if let Err(e) = fs::rename(tmp, path) {
+        let _ = fs::remove_file(tmp);
+        return Err(Error::io(path, e));
     }
-}
-
-/// Moves `from` to `to`, replacing `to` atomically: a rename where both are on one file system
-/// (then the directory is synced), else [`atomic_copy`] and removing `from`.
-pub fn atomic_move(from: &Path, to: &Path) -> Result<()> {
-    let dir = to
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    ensure_dir(dir)?;
-    if fs::rename(from, to).is_ok() {
-        sync_dir(dir);
-        return Ok(());
-    }
-    atomic_copy(from, to)?;
-    let _ = fs::remove_file(from);
+    sync_dir(parent_of(path));
     Ok(())
-}
-
-fn atomic_write_with(path: &Path, parts: &[&[u8]], private: bool) -> Result<()> {
-    replace_via_temp(path, |tmp| {
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        if private {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        #[cfg(not(unix))]
-        let _ = private;
-        let mut f = options.open(tmp).map_err(|e| Error::io(tmp, e))?;
-        for part in parts {
-            f.write_all(part).map_err(|e| Error::io(tmp, e))?;
-        }
-        f.sync_all().map_err(|e| Error::io(tmp, e))
-    })
-}
-
-/// Has `fill` write and sync a temp file beside `path`, then renames it over `path` and syncs
-/// the directory; on failure the temp file is removed and `path` is untouched.
-fn replace_via_temp(path: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    ensure_dir(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
-    let result = fill(&tmp).and_then(|()| {
-        fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
-        // The rename is durable only once the directory entry is on disk.
-        sync_dir(dir);
-        Ok(())
-    });
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// Serializes `value` as pretty JSON (with a final newline) and writes it atomically.

@@ -341,13 +341,7 @@ async fn steps_pass_results_and_stay_under_the_gate() {
         .unwrap();
     assert_eq!(v["result"], json!({"echo": {"text": "2*3"}}));
     // a grant on a step still applies
-    t.host
-        .update_config(|c| {
-            c.grants
-                .insert("probe_write".into(), lmcp::config::Grant::Deny);
-            Ok(())
-        })
-        .unwrap();
+    t.set_grant("probe_write", lmcp::config::Grant::Deny);
     let e = call(&t, "user_chain", json!({}))
         .await
         .into_result()

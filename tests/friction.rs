@@ -192,12 +192,7 @@ async fn off_and_private_send_and_keep_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_ten_calls_and_the_failed_call() {
     let t = TestHost::new();
-    t.host
-        .update_config(|c| {
-            c.grants.insert("probe_write".into(), Grant::Deny);
-            Ok(())
-        })
-        .unwrap();
+    t.set_grant("probe_write", Grant::Deny);
     let calls = [
         ("calculate", json!({"expression": "1"})),   // done
         ("probe_write", json!({"n": 1})),            // denied
@@ -342,16 +337,19 @@ fn signals_and_friction_from_the_cli() {
         lmcp(h, &["signals", "endpoint", &sink.url()]).status.code(),
         Some(0)
     );
-    let out = lmcp(
-        h,
-        &[
-            "call",
-            "report_friction",
-            r#"{"friction_type": "other"}"#,
-            "--yes",
-            "--json",
-        ],
-    );
+    let report = || {
+        lmcp(
+            h,
+            &[
+                "call",
+                "report_friction",
+                r#"{"friction_type": "other"}"#,
+                "--yes",
+                "--json",
+            ],
+        )
+    };
+    let out = report();
     assert_eq!(json_out(&out)["result"]["status"], "sent");
     // without --yes and no terminal, a send tool (grant ask) is not run
     let out = lmcp(
@@ -360,16 +358,7 @@ fn signals_and_friction_from_the_cli() {
     );
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(lmcp(h, &["signals", "off"]).status.code(), Some(0));
-    let out = lmcp(
-        h,
-        &[
-            "call",
-            "report_friction",
-            r#"{"friction_type": "other"}"#,
-            "--yes",
-            "--json",
-        ],
-    );
+    let out = report();
     assert_eq!(json_out(&out)["result"]["status"], "not_sent");
     assert_eq!(sink.received().len(), 1);
     let log = json_out(&lmcp(h, &["friction", "log", "--json"]));

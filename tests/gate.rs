@@ -449,12 +449,7 @@ async fn every_stage_and_outcome() {
 #[tokio::test]
 async fn a_denied_handler_is_never_entered_whatever_the_confirmer() {
     let t = TestHost::new();
-    t.host
-        .update_config(|c| {
-            c.grants.insert("probe_write".into(), Grant::Deny);
-            Ok(())
-        })
-        .unwrap();
+    t.set_grant("probe_write", Grant::Deny);
     for confirmer in [
         Arc::new(AlwaysYes) as Arc<dyn Confirmer>,
         Arc::new(NoPerson),

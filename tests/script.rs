@@ -453,13 +453,7 @@ async fn globals_for_scripts() {
     let v = eval(&t, "return {math.floor(2.5), string.format('%05.1f', 3.14159), utf8.char(228), os.date('%Y', 0)}").await;
     assert_eq!(v, json!([2, "003.1", "ä", "1970"]));
     // an empty table passed where the schema wants an array becomes []
-    t.host
-        .update_config(|c| {
-            c.grants
-                .insert("run_command".into(), lmcp::config::Grant::Allow);
-            Ok(())
-        })
-        .unwrap();
+    t.set_grant("run_command", lmcp::config::Grant::Allow);
     let v = eval(
         &t,
         "return tools.run_command{program = 'true', args = {}}.exit_code",

@@ -772,7 +772,7 @@ pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Comp
             "`{name}` is not a custom tool and cannot be replaced"
         )));
     }
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = store::timestamp();
     def.created = existing
         .as_ref()
         .and_then(|d| d.created.clone())

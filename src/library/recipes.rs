@@ -563,7 +563,7 @@ pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, b
             )));
         }
     }
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = store::timestamp();
     let stored = Stored {
         format: 1,
         manifest: recipe.manifest.clone(),
@@ -919,7 +919,7 @@ pub fn export(host: &Host, name: &str) -> Result<Value> {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
         "lmcp_version": env!("CARGO_PKG_VERSION"),
-        "exported_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "exported_at": store::timestamp(),
         "sha256": content_hash(&recipe),
         "recipe": recipe,
     }))

@@ -104,7 +104,7 @@ pub fn create(host: &Host, name: &str) -> Result<Workspace> {
     let ws = Workspace {
         workspace_id: id.clone(),
         name: name.to_string(),
-        created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        created: store::timestamp(),
         next_asset_id: 1,
     };
     let dir = root(host).join(&id);
@@ -226,7 +226,7 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
             bytes: bytes.len() as u64,
             sha256,
             file: format!("{asset_id}.{ext}"),
-            imported: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            imported: store::timestamp(),
         };
         all.push(asset.clone());
         store::write_json(&lock_path, &all)?;

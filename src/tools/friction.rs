@@ -338,7 +338,7 @@ fn log_sent(host: &Host, payload: &Value) -> Result<()> {
         .append(true)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
-    let line = json!({"sent_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "payload": payload});
+    let line = json!({"sent_at": store::timestamp(), "payload": payload});
     f.write_all(format!("{line}\n").as_bytes())
         .map_err(|e| Error::io(&path, e))
 }

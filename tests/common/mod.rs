@@ -144,6 +144,16 @@ impl TestHost {
     pub fn home(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Sets one tool's grant in the saved config.
+    pub fn set_grant(&self, tool: &str, grant: lmcp::config::Grant) {
+        self.host
+            .update_config(|c| {
+                c.grants.insert(tool.into(), grant);
+                Ok(())
+            })
+            .unwrap();
+    }
 }
 
 /// Runs the `lmcp` binary with `LMCP_HOME=home` and no stdin.
@@ -152,7 +162,6 @@ pub fn lmcp(home: &Path, args: &[&str]) -> Output {
 }
 
 /// Runs the `lmcp` binary and insists it succeeds (exit 0), showing its output if not.
-#[allow(dead_code)]
 pub fn lmcp_ok(home: &Path, args: &[&str]) -> Output {
     let o = lmcp(home, args);
     assert_eq!(

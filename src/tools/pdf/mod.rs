@@ -698,7 +698,7 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
             .collect();
         let manifest = json!({
             "title": title, "preset": preset, "page_size_mm": {"width": pw, "height": ph}, "margin_mm": MARGIN_MM,
-            "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "created": store::timestamp(),
             "pdf_sha256": pdf.sha256,
             "pdf_bytes": pdf.bytes,
             "pages": manifest_pages,

@@ -116,11 +116,12 @@ pub fn passthrough_jpeg(bytes: &[u8]) -> Option<jpeg::JpegInfo> {
 /// Decodes an image file whole; the error says why it does not decode.
 pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysis, String> {
     use image::ImageDecoder;
-    let passthrough = passthrough_jpeg(bytes);
-    if let Some(info) = passthrough {
+    // A JPEG's header, read once for every JPEG path below.
+    let header = jpeg::read_info(bytes).ok();
+    if let Some(info) = header.filter(|i| i.pdf_can_embed()) {
         // Embedded as it is, so only a thumbnail is needed: decoded at 1/2-1/8 scale, which
         // still reads every coefficient (so a damaged or cut file is refused) at half the cost.
-        let small = decode_jpeg(bytes, true)?;
+        let small = decode_jpeg(bytes, 8, true)?;
         return Ok(Analysis {
             width: info.width as u32,
             height: info.height as u32,
@@ -129,13 +130,11 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
             prepared: None,
         });
     }
-    if let Ok(info) = jpeg::read_info(bytes)
-        && matches!(info.frame, 9 | 10)
-    {
+    if let Some(info) = header.filter(|i| matches!(i.frame, 9 | 10)) {
         // Arithmetic coding: re-coded with Huffman codes, the same coefficients, so it is
         // embedded as a JPEG after all.
         let recoded = super::arithmetic_jpeg::to_huffman(bytes)?;
-        let small = decode_jpeg(&recoded, true)?;
+        let small = decode_jpeg(&recoded, 8, true)?;
         let (width, height) = (info.width as u32, info.height as u32);
         let plane = Plane {
             colors: info.components,
@@ -169,8 +168,8 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
     }
     if bytes.starts_with(&[0xFF, 0xD8]) {
         // A JPEG a PDF cannot show as it is (lossless, say): decoded and stored losslessly.
-        let decoded = decode_jpeg(bytes, false)?;
-        let orientation = jpeg::read_info(bytes).map_or(1, |i| i.orientation);
+        let decoded = decode_jpeg(bytes, header.map_or(8, |i| i.precision), false)?;
+        let orientation = header.map_or(1, |i| i.orientation);
         let (w, h) = (decoded.image.width(), decoded.image.height());
         let thumbnail = thumbnail(&decoded.image, orientation)?;
         let prepared = match decoded.cmyk {
@@ -209,8 +208,13 @@ struct DecodedJpeg {
 }
 
 /// Decodes a JPEG strictly (a cut or damaged file is an error), at full size or — for a
-/// thumbnail — at the smallest DCT scale that still covers one.
-fn decode_jpeg(bytes: &[u8], for_thumbnail: bool) -> std::result::Result<DecodedJpeg, String> {
+/// thumbnail — at the smallest DCT scale that still covers one. `precision` is the frame's
+/// bits per sample (from its header), to scale samples of other depths to 8 or 16 bits.
+fn decode_jpeg(
+    bytes: &[u8],
+    precision: u8,
+    for_thumbnail: bool,
+) -> std::result::Result<DecodedJpeg, String> {
     use jpeg_decoder::{Decoder, Error as E, PixelFormat, UnsupportedFeature as U};
     let described = |e: E| match e {
         E::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -240,9 +244,7 @@ fn decode_jpeg(bytes: &[u8], for_thumbnail: bool) -> std::result::Result<Decoded
     let (w, h) = (info.width as u32, info.height as u32);
     // Lossless JPEGs may use 2-16 bits; samples come back at their own precision, so scale them
     // to the 8 or 16 bits a PDF image has (white stays white).
-    let precision = jpeg::read_info(bytes)
-        .map_or(8, |i| i.precision)
-        .clamp(2, 16) as u32;
+    let precision = precision.clamp(2, 16) as u32;
     let widen = |v: u32, to_bits: u32| {
         let (max_in, max_out) = ((1u32 << precision) - 1, (1u32 << to_bits) - 1);
         (v * max_out + max_in / 2) / max_in
