@@ -28,6 +28,7 @@ fn bench(c: &mut Criterion) {
                 args: args.clone(),
                 ctx: CallContext::root(Origin::Cli, ConfirmMode::Confirmed),
                 host: Arc::clone(&host),
+                program: None,
             };
             rt.block_on(handler(inv)).unwrap()
         })

@@ -38,7 +38,7 @@ fn bench(c: &mut Criterion) {
             rt.block_on(recipes::run(
                 &host,
                 &ctx(),
-                &recipe,
+                &recipe.program,
                 &Map::new(),
                 true,
                 None,

@@ -18,6 +18,7 @@
 //! |              | friction reports, workspaces and assets, `build_image_pdf`                |
 //! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`  |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
+//! | [`text`]     | strings shown to people: control characters escaped                      |
 
 pub mod config;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod program;
 pub mod registry;
 pub mod script;
 pub mod store;
+pub mod text;
 pub mod tools;
 
 pub use error::{Error, Result};

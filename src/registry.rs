@@ -207,25 +207,28 @@ impl Availability {
     }
 }
 
-/// The tools a program (a custom tool, a skill script) may call while it runs. The gate checks
-/// every call made inside the program, however deeply nested, against it.
+/// The tools a program (a recipe, a custom tool, a skill script) may call while it runs. The
+/// gate checks every call made inside the program, however deeply nested, against it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Capabilities {
-    /// Exactly these leaf tools.
+    /// Exactly these tools (the library's check decided which kinds may be listed).
     Tools(Vec<String>),
     /// Leaf tools whose effect is read (a Lua program that declared no `---@uses`).
     ReadOnly,
+    /// Any tool, each call gated and confirmed on its own: only a person's own script run from
+    /// the command line (`lmcp run` without `---@uses`), which no gateway ever approves.
+    Unrestricted,
 }
 
 impl Capabilities {
     /// Whether a call of `spec` is allowed.
     pub fn allows(&self, spec: &ToolSpec) -> bool {
-        spec.kind == Kind::Leaf
-            && match self {
-                Capabilities::Tools(names) => names.iter().any(|n| n == &spec.name),
-                Capabilities::ReadOnly => spec.effect == Effect::Read,
-            }
+        match self {
+            Capabilities::Tools(names) => names.iter().any(|n| n == &spec.name),
+            Capabilities::ReadOnly => spec.kind == Kind::Leaf && spec.effect == Effect::Read,
+            Capabilities::Unrestricted => true,
+        }
     }
 
     /// For people: "read_file, calculate" or "read tools only".
@@ -234,34 +237,9 @@ impl Capabilities {
             Capabilities::Tools(names) if names.is_empty() => "no tools".to_string(),
             Capabilities::Tools(names) => names.join(", "),
             Capabilities::ReadOnly => "read tools only".to_string(),
+            Capabilities::Unrestricted => "any tool, each confirmed on its own".to_string(),
         }
     }
-}
-
-/// The effect and annotations of a program (custom tool, skill script) that may call the tools
-/// `capabilities` allows: the strongest effect among them, destructive or open world if any of
-/// them is, idempotent only if all are. A program limited to read tools is read-only.
-pub fn program_effect(registry: &Registry, capabilities: &Capabilities) -> (Effect, Annotations) {
-    let called: Vec<ToolSpec> = match capabilities {
-        Capabilities::Tools(names) => names
-            .iter()
-            .filter_map(|n| registry.get(n))
-            .map(|t| t.spec().clone())
-            .collect(),
-        Capabilities::ReadOnly => Vec::new(),
-    };
-    let effect = called
-        .iter()
-        .map(|s| s.effect)
-        .max()
-        .unwrap_or(Effect::Read);
-    let annotations = Annotations {
-        read_only_hint: effect == Effect::Read,
-        destructive_hint: called.iter().any(|s| s.annotations.destructive_hint),
-        idempotent_hint: called.iter().all(|s| s.annotations.idempotent_hint),
-        open_world_hint: called.iter().any(|s| s.annotations.open_world_hint),
-    };
-    (effect, annotations)
 }
 
 /// Builds a one-line summary of a call's arguments for previews and confirmation prompts.
@@ -299,6 +277,10 @@ pub struct ToolSpec {
     /// Optional argument summary for previews and prompts.
     #[serde(skip)]
     pub summarize: Option<Summarizer>,
+    /// For gateways: works out the program a call would run, so the gate can show and confirm
+    /// that program's effect before anything runs, and hand the handler that very snapshot.
+    #[serde(skip)]
+    pub resolve: Option<crate::program::Resolver>,
 }
 
 impl ToolSpec {
@@ -319,6 +301,7 @@ impl ToolSpec {
             capabilities: None,
             secret_args: false,
             summarize: None,
+            resolve: None,
         }
     }
 
@@ -370,6 +353,18 @@ impl ToolSpec {
     pub fn without_preview(mut self) -> Self {
         self.has_preview = false;
         self
+    }
+
+    /// Declares how the gate finds the program a call of this gateway runs.
+    pub fn resolves(mut self, f: crate::program::Resolver) -> Self {
+        self.resolve = Some(f);
+        self
+    }
+
+    /// Whether calls of this tool run a program (a gateway or a `user_` workflow): such calls
+    /// are never previewed whole; their program runs and its own calls preview.
+    pub fn runs_program(&self) -> bool {
+        matches!(self.kind, Kind::Workflow | Kind::Gateway)
     }
 
     /// Sets the argument summarizer used in previews and prompts.
@@ -426,6 +421,8 @@ pub struct Invocation {
     pub ctx: CallContext,
     /// The host, for tools that call other tools or read settings.
     pub host: Arc<Host>,
+    /// For a gateway: the program the gate resolved and showed; run exactly this one.
+    pub program: Option<Arc<crate::program::Program>>,
 }
 
 /// The future a handler returns.

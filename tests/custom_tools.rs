@@ -360,7 +360,8 @@ async fn steps_pass_results_and_stay_under_the_gate() {
         })
         .unwrap();
     assert_eq!(call(&t, "user_chain", json!({})).await.class(), "denied");
-    // in a preview run the workflow as a whole is previewed
+    // in a preview run the workflow runs with its own state-changing steps previewed, so a
+    // plan shows what it would do
     t.host
         .update_config(|c| {
             c.modes.read_only = false;
@@ -372,7 +373,12 @@ async fn steps_pass_results_and_stay_under_the_gate() {
         .host
         .call(CallRequest::new("user_chain", json!({}), ctx))
         .await;
-    assert_eq!(o.class(), "preview");
+    assert_eq!(o.class(), "done", "{}", o.to_json());
+    assert!(
+        o.to_json().to_string().contains("\"status\":\"previewed\""),
+        "{}",
+        o.to_json()
+    );
     assert_eq!(
         t.entered.count("probe_write"),
         1,

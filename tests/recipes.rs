@@ -486,7 +486,7 @@ async fn export_import_round_trip_and_tampering() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lua_recipes_plan_and_run() {
     let t = TestHost::new();
-    let lua = "---@param times? integer=2\nlocal out = {}\nfor i = 1, params.times do\n  if i % 2 == 1 then out[#out+1] = tools.probe_write{n = i} end\nend\nreturn #out";
+    let lua = "---@param times? integer=2\n---@uses probe_write\nlocal out = {}\nfor i = 1, params.times do\n  if i % 2 == 1 then out[#out+1] = tools.probe_write{n = i} end\nend\nreturn #out";
     save(&t, json!({"name": "lua one", "lua": lua}))
         .await
         .unwrap();

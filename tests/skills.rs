@@ -122,7 +122,10 @@ async fn install_list_get_update_and_remove() {
         ),
     )
     .await;
-    assert!(e.contains("hello.lua` does not compile"), "{e}");
+    assert!(
+        e.contains("hello.lua`: the program does not compile"),
+        "{e}"
+    );
     let e = err(
         &t,
         "skill_install",

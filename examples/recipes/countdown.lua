@@ -2,6 +2,7 @@
 ---@description Write one note per day for the next n days, skipping weekends, as a Lua recipe.
 ---@param days? integer=5 How many days ahead
 ---@param prefix? string=plan A prefix for the note names
+---@uses get_datetime, write_file
 
 local today = tools.get_datetime{}
 local written = {}

@@ -259,17 +259,20 @@ function tools.recipe_import(args) end
 function tools.recipe_list(args) end
 
 ---@class recipe_run_args
----@field name string
+---@field name? string A saved recipe's name
+---@field manifest? table An unsaved recipe manifest, instead of name
 ---@field params? table
 ---@field confirm? boolean
 ---@field plan_hash? string
----Run a saved recipe by name with its params. Without confirm: true it is a plan: read steps run,
----state-changing steps are previewed, and the result lists each step with its resolved arguments,
----effect and status plus a plan_hash. With confirm: true it runs for real; pass the plan_hash a
----person approved and nothing runs unless the plan still matches. A failing step stops the run and
----returns the completed steps with the error.
+---Run a saved recipe by name (or an unsaved one given as `manifest`) with its params. Without
+---confirm: true it is a plan: read steps run, state-changing calls are previewed (those of nested
+---programs too), and the result lists each step with its resolved arguments, effect and status
+---plus a plan_hash. With confirm: true it runs for real; pass the plan_hash a person approved and
+---nothing runs unless the plan still matches, and only the calls it showed may run. A failing step
+---stops the run (a plan too) and returns the completed steps with the error. The effect of a call
+---is that of the recipe's tools.
 ---effect: write
----@param args recipe_run_args
+---@param args? recipe_run_args
 ---@return any
 function tools.recipe_run(args) end
 

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::cli::{ask, cancel_on_ctrl_c, emit, gated, with_progress};
+use super::cli::{ask, emit, gated};
 use crate::error::{Error, Result};
-use crate::gate::{CallContext, ConfirmMode, Origin, Outcome};
+use crate::gate::Outcome;
 use crate::host::Host;
-use crate::library::recipes::{self, RunReport};
-use crate::program::header::ParamType;
+use crate::program::header::{Header, ParamSpec, ParamType};
 
 /// `lmcp recipe ...`
 #[derive(Debug, Subcommand)]
@@ -166,7 +165,8 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             {
                 args["confirm"] = json!(true);
                 args["plan_hash"] = report["plan_hash"].clone();
-                let report = done(gated(host, "recipe_run", args, true, true).await)?;
+                // The person said yes to this plan; grants that ask still ask on the terminal.
+                let report = done(gated(host, "recipe_run", args, false, true).await)?;
                 print!("{}", render_report(&report, ""));
             }
             Ok(0)
@@ -286,49 +286,28 @@ pub fn manifest_from_file(file: &Path) -> Result<Value> {
     }
 }
 
-/// `--param k=v` values typed by the manifest's declared params (or its Lua header's).
+/// `--param k=v` values typed by the manifest's declared params (or its Lua header's), parsed
+/// by the one `k=v` parser ([`Header::params_from_cli`]).
 fn typed_params(manifest: &Value, pairs: &[String]) -> Result<Map<String, Value>> {
-    let mut declared: Vec<(String, ParamType)> = manifest["params"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            let kind = match p["type"].as_str()? {
-                "int" | "integer" => ParamType::Integer,
-                "bool" | "boolean" => ParamType::Boolean,
-                other => ParamType::parse(other)?,
-            };
-            Some((p["name"].as_str()?.to_string(), kind))
-        })
-        .collect();
-    if let Some(lua) = manifest["lua"].as_str()
-        && let Ok(h) = crate::program::header::Header::parse(lua)
-    {
-        declared.extend(h.params.into_iter().map(|p| (p.name, p.kind)));
+    let mut header = match manifest["lua"].as_str() {
+        Some(lua) => Header::parse(lua).unwrap_or_default(),
+        None => Header::default(),
+    };
+    for p in manifest["params"].as_array().into_iter().flatten() {
+        if let (Some(name), Some(kind)) = (
+            p["name"].as_str(),
+            p["type"].as_str().and_then(ParamType::parse),
+        ) {
+            header.params.push(ParamSpec {
+                name: name.to_string(),
+                kind,
+                required: false,
+                default: None,
+                description: String::new(),
+            });
+        }
     }
-    let mut out = Map::new();
-    for pair in pairs {
-        let (k, v) = pair
-            .split_once('=')
-            .ok_or_else(|| Error::Usage(format!("--param needs NAME=VALUE, got `{pair}`")))?;
-        let (_, kind) = declared.iter().find(|(n, _)| n == k).ok_or_else(|| {
-            let names: Vec<&str> = declared.iter().map(|(n, _)| n.as_str()).collect();
-            Error::Usage(format!(
-                "unknown parameter `{k}`; declared: {}",
-                if names.is_empty() {
-                    "none".into()
-                } else {
-                    names.join(", ")
-                }
-            ))
-        })?;
-        out.insert(
-            k.to_string(),
-            kind.from_text(v)
-                .map_err(|e| Error::Usage(format!("parameter `{k}`: {e}")))?,
-        );
-    }
-    Ok(out)
+    header.params_from_cli(pairs)
 }
 
 fn short_json(v: &Value) -> String {
@@ -444,14 +423,13 @@ pub async fn run_manifest(
 ) -> Result<u8> {
     let manifest = manifest_from_file(file)?;
     let given = typed_params(&manifest, params)?;
-    let recipe = recipes::check(host, recipes::parse_manifest(manifest)?)?;
-    let ctx = with_progress(
-        CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
-            .with_confirmer(super::cli::person(yes)),
-    );
-    cancel_on_ctrl_c(&ctx);
-    let report: RunReport = recipes::run(host, &ctx, &recipe, &given, yes, plan_hash).await?;
-    let value = serde_json::to_value(&report).unwrap_or_default();
+    // Through the gate like any run of a recipe: a deny on recipe_run stops it too.
+    let mut args = json!({"manifest": manifest, "params": given, "confirm": yes});
+    if let Some(h) = plan_hash {
+        args["plan_hash"] = json!(h);
+    }
+    let report = done(gated(host, "recipe_run", args, yes, !json).await)?;
+    let value = report;
     emit(json, &value, || {
         render_report(
             &value,

@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::gate::{AlwaysYes, CallContext, ConfirmMode, Confirmer, NoPerson, Origin, TtyPrompt};
+use crate::gate::{CallContext, ConfirmMode, Confirmer, NoPerson, Origin, TtyPrompt};
 use crate::host::Host;
 use crate::registry::Profile;
 use crate::script::{Output, Vm, VmOptions};
@@ -270,11 +270,9 @@ impl Session {
     fn context(&self) -> CallContext {
         let token = CancellationToken::new();
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = token.clone();
-        let confirmer: Arc<dyn Confirmer> = match self.mode {
-            ConfirmMode::Confirmed => Arc::new(AlwaysYes),
-            _ if std::io::IsTerminal::is_terminal(&std::io::stdin()) => Arc::new(TtyPrompt::new()),
-            _ => Arc::new(NoPerson),
-        };
+        // `/confirm yes` confirms state-changing calls, but a grant that says ask still asks the
+        // person: the confirmer is the same terminal prompt in every mode.
+        let confirmer: Arc<dyn Confirmer> = session_confirmer();
         CallContext::root(Origin::Repl, self.mode)
             .with_confirmer(confirmer)
             .with_cancel(token)
@@ -389,6 +387,16 @@ impl Session {
             Meta::Bad(msg) => eprintln!("{msg}"),
         }
         true
+    }
+}
+
+/// Who answers in the REPL: the person at the terminal, or nobody when stdin is not one. Never
+/// an always-yes, whatever the mode.
+fn session_confirmer() -> Arc<dyn Confirmer> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        Arc::new(TtyPrompt::new())
+    } else {
+        Arc::new(NoPerson)
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -12,7 +11,9 @@ use crate::error::{Error, Result};
 use crate::gate::{CallContext, Origin, Preview};
 use crate::host::Host;
 use crate::program::header::Header;
-use crate::script::{self, Output, Script, VmOptions};
+use crate::program::{Body, LuaBody, Program, error_json, run_lua};
+use crate::registry::Capabilities;
+use crate::script::Output;
 
 /// Runs a script file; the exit code.
 pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8> {
@@ -30,39 +31,42 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
     let header = Header::parse(&source)?;
     let given = header.params_from_cli(&args.params)?;
     let params = header.bind(&given)?;
-    let config = host.config();
-    let timeout = timeout_arg(args.timeout)?
-        .or(header.timeout)
-        .unwrap_or(Duration::from_secs(
-            config.limits.lua_timeout_secs.max(1) as u64
-        ));
+    let chunk = chunk_name(path);
+    crate::program::check::compile_lua(&source, &chunk)
+        .map_err(|message| Error::Script { message })?;
+    // The person's own script: with `---@uses` it may call only those tools; without, any tool,
+    // each call gated and confirmed on its own (no up-front yes covers it).
+    let capabilities = match &header.uses {
+        Some(uses) => Capabilities::Tools(uses.clone()),
+        None => Capabilities::Unrestricted,
+    };
+    let program = Program {
+        name: chunk.clone(),
+        params: header.params.clone(),
+        capabilities,
+        timeout: timeout_arg(args.timeout)?.or(header.timeout),
+        body: Body::Lua(LuaBody {
+            source,
+            chunk,
+            modules: Vec::new(),
+            config: None,
+        }),
+    };
     let (mode, confirmer) = run_confirmation(args.yes);
-    let ctx = CallContext::root(Origin::Cli, mode)
-        .with_confirmer(confirmer)
-        .with_timeout(timeout);
+    let ctx = CallContext::root(Origin::Cli, mode).with_confirmer(confirmer);
     cancel_on_ctrl_c(&ctx);
-    let options = VmOptions {
-        limits: config.limits.script(),
-        output: if json {
-            Output::Capture
-        } else {
-            Output::Terminal
-        },
-        params,
-        modules: Vec::new(),
-        config: None,
+    let output = if json {
+        Output::Capture
+    } else {
+        Output::Terminal
     };
-    let script = Script {
-        source,
-        name: chunk_name(path),
-    };
-    let outcome = match script::run(host, script, ctx, options).await {
+    let outcome = match run_lua(host, &ctx, &program, params, output).await {
         Ok(o) => o,
         Err(failure) if json => {
             let e = &failure.error;
             let value = json!({
                 "outcome": "failed",
-                "error": {"class": e.class(), "message": e.to_string()},
+                "error": error_json(e),
                 "previews": failure.previews,
                 "output": failure.output,
             });

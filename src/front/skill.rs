@@ -57,16 +57,25 @@ pub enum SkillCommand {
         name: String,
         /// Values as KEY=VALUE.
         values: Vec<String>,
+        /// Answer yes to a grant that asks.
+        #[arg(short, long)]
+        yes: bool,
     },
     /// Turn a skill on.
     Enable {
         /// The skill's name.
         name: String,
+        /// Answer yes to a grant that asks.
+        #[arg(short, long)]
+        yes: bool,
     },
     /// Turn a skill off.
     Disable {
         /// The skill's name.
         name: String,
+        /// Answer yes to a grant that asks.
+        #[arg(short, long)]
+        yes: bool,
     },
 }
 
@@ -222,7 +231,8 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                 }
                 return Ok(3);
             }
-            let v = gated(host, "skill_install", args, true).await?;
+            // The person said yes to what the scripts call; a grant that asks still asks.
+            let v = gated(host, "skill_install", args, yes).await?;
             emit(json, &v, || {
                 format!(
                     "{} `{}`",
@@ -269,7 +279,7 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
             });
             Ok(0)
         }
-        SkillCommand::Config { name, values } => {
+        SkillCommand::Config { name, values, yes } => {
             let record = gated(host, "skill_get", json!({"name": name}), false).await?;
             if record["skill"].is_null() {
                 return Err(Error::Refused(format!("there is no skill `{name}`")));
@@ -303,7 +313,7 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                 host,
                 "skill_config",
                 json!({"name": name, "values": given}),
-                true,
+                yes,
             )
             .await?;
             emit(json, &v, || {
@@ -321,23 +331,23 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
             });
             Ok(0)
         }
-        SkillCommand::Enable { name } => {
+        SkillCommand::Enable { name, yes } => {
             let v = gated(
                 host,
                 "skill_enable",
                 json!({"name": name, "enabled": true}),
-                true,
+                yes,
             )
             .await?;
             emit(json, &v, || format!("`{name}` is enabled"));
             Ok(0)
         }
-        SkillCommand::Disable { name } => {
+        SkillCommand::Disable { name, yes } => {
             let v = gated(
                 host,
                 "skill_enable",
                 json!({"name": name, "enabled": false}),
-                true,
+                yes,
             )
             .await?;
             emit(json, &v, || format!("`{name}` is disabled"));

@@ -14,7 +14,9 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use super::approval::ShownCall;
 use crate::registry::Effect;
+use crate::text::escape_controls;
 
 /// A person's answer, or the lack of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +44,8 @@ pub struct ConfirmRequest {
     pub summary: String,
     /// Why we ask (which grant or mode).
     pub why: String,
+    /// For a program: every state-changing call it may make. A yes covers exactly these.
+    pub calls: Vec<ShownCall>,
 }
 
 /// The future a confirmer returns.
@@ -153,32 +157,50 @@ impl Confirmer for TtyPrompt {
     }
 }
 
-/// The question a person sees: tool, effect, why, each argument (long values shortened).
+/// The question a person sees: tool, effect, why, each argument (long values shortened), and
+/// for a program every state-changing call it may make. Every string is shown with its control
+/// characters escaped, so nothing in it can rewrite the prompt.
 pub fn render_prompt(request: &ConfirmRequest) -> String {
     let mut s = format!(
         "\n{} wants to run ({}{}) — {}\n  {}\n",
-        request.tool,
+        escape_controls(&request.tool),
         request.effect,
         if request.destructive {
             ", destructive"
         } else {
             ""
         },
-        request.why,
-        request.summary,
+        escape_controls(&request.why),
+        escape_controls(&request.summary),
     );
     if let Value::Object(map) = &request.args {
         for (k, v) in map {
-            s.push_str(&format!("  {k}: {}\n", shorten(v)));
+            s.push_str(&format!("  {}: {}\n", escape_controls(k), shorten(v)));
         }
     }
+    s.push_str(&calls_line(&request.calls));
     s.push_str("Allow? [y/N] ");
     s
 }
 
-/// A JSON value shown in at most ~120 characters.
+/// "  may call: write_file (write), run_command (write, destructive)\n", or "" for none.
+pub fn calls_line(calls: &[ShownCall]) -> String {
+    if calls.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = calls
+        .iter()
+        .map(|c| escape_controls(&c.describe()).into_owned())
+        .collect();
+    format!(
+        "  yes covers exactly these state-changing calls: {}\n",
+        list.join(", ")
+    )
+}
+
+/// A JSON value shown in at most ~120 characters, control characters escaped.
 pub fn shorten(v: &Value) -> String {
-    let text = v.to_string();
+    let text = escape_controls(&v.to_string()).into_owned();
     if text.chars().count() <= 120 {
         text
     } else {
@@ -200,6 +222,7 @@ mod tests {
             args: json!({"path": "a.txt", "content": "x".repeat(500)}),
             summary: "write 500 bytes to a.txt".into(),
             why: "the grant for destructive tools is ask".into(),
+            calls: Vec::new(),
         }
     }
 

@@ -14,7 +14,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::approval::{Approval, ShownCall};
 use super::confirm::{Confirmer, NoPerson};
+use super::plan::Plan;
 use crate::error::Error;
 use crate::registry::{Capabilities, Effect};
 
@@ -95,9 +97,10 @@ pub struct CallContext {
     confirmer: Arc<dyn Confirmer>,
     /// Programs this call runs inside that declared what they may call: (program, capabilities).
     restrictions: Arc<Vec<(String, Capabilities)>>,
-    /// A person said yes to the call this context runs under (a custom tool as a whole): its
-    /// steps run under that yes instead of asking again.
-    approved: bool,
+    /// What a person said yes to in this call tree: the state-changing calls they were shown.
+    approval: Arc<Approval>,
+    /// The plan of the program this call runs in, if a runner records one.
+    plan: Option<Arc<Plan>>,
 }
 
 impl fmt::Debug for CallContext {
@@ -126,7 +129,8 @@ impl CallContext {
             confirm,
             confirmer: Arc::new(NoPerson),
             restrictions: Arc::new(Vec::new()),
-            approved: false,
+            approval: Arc::new(Approval::default()),
+            plan: None,
         }
     }
 
@@ -251,13 +255,27 @@ impl CallContext {
             .find(|(_, caps)| !caps.allows(spec))
     }
 
-    /// Whether a person already said yes to the call this context runs under.
-    pub fn is_approved(&self) -> bool {
-        self.approved
+    /// What a person said yes to in this call tree.
+    pub fn approval(&self) -> &Approval {
+        &self.approval
     }
 
-    pub(crate) fn approve(&mut self) {
-        self.approved = true;
+    /// Records a person's yes to `calls` for this call and everything nested in it.
+    pub(crate) fn approve(&mut self, calls: &[ShownCall]) {
+        let mut a = (*self.approval).clone();
+        a.extend(calls);
+        self.approval = Arc::new(a);
+    }
+
+    /// Records this call tree's state-changing calls into `plan` (a program runner's).
+    pub(crate) fn with_plan(mut self, plan: Arc<Plan>) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
+    /// The plan a runner records into, if any.
+    pub fn plan(&self) -> Option<&Arc<Plan>> {
+        self.plan.as_ref()
     }
 }
 

@@ -9,30 +9,40 @@
 //! 2. **availability**: an unavailable tool fails with the reason;
 //! 3. **validate** the arguments against the input schema; failures name the JSON pointer and
 //!    the rule;
+//!    A call that runs a program (a gateway or a `user_` tool) works out that program first and
+//!    takes *its* effect: the strongest effect of every tool it may call, destructive if any is;
 //! 4. **grants**: `deny` refuses; `ask` needs a person's yes at stage 6;
 //! 5. **modes**: read-only refuses `write` and `send` tools; private refuses `send` tools;
-//! 6. **confirmation**: in `preview` mode a state-changing call (or one under an `ask` grant)
-//!    returns a [`Preview`] and does nothing; an `ask` grant, or a state-changing call in `ask`
-//!    mode, asks the context's confirmer: no means denied, nobody-to-ask means
-//!    needs-confirmation; a yes covers the steps of the program it approved;
+//! 6. **confirmation**: in `preview` mode a state-changing leaf call (or one under an `ask`
+//!    grant) returns a [`Preview`] and does nothing, and a program runs with its own calls
+//!    previewing; an `ask` grant, or a state-changing call in `ask` mode, asks the context's
+//!    confirmer: no means denied, nobody-to-ask means needs-confirmation. A question about a
+//!    program lists every state-changing call it may make, and a yes covers exactly those
+//!    ([`Approval`]); a per-tool `ask` grant is never covered. Every state-changing leaf call
+//!    previewed or run is recorded in the run's [`Plan`], and a run of an approved plan refuses
+//!    any call that plan did not show;
 //! 7. **run** the handler with the call context, racing cancellation and the deadline, within the
 //!    nesting limit;
 //! 8. **record** the call in the history ring, unless private mode is on.
 //!
 //! Handlers can only be run with a [`Pass`], and only this module can make one.
 
+mod approval;
 mod confirm;
 mod context;
 mod history;
+mod plan;
 
+pub use approval::{Approval, ShownCall};
 pub use confirm::{
     AlwaysYes, Answer, AnswerFuture, ConfirmRequest, Confirmer, NoPerson, Scripted, TtyPrompt,
-    render_prompt,
+    calls_line, render_prompt, shorten,
 };
 pub use context::{
     CallContext, CallRequest, ConfirmMode, Origin, Outcome, Preview, Progress, ProgressSink,
 };
 pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
+pub use plan::{Plan, plan_hash};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,6 +52,7 @@ use serde_json::Value;
 use crate::config::{Config, Grant};
 use crate::error::{Error, SchemaProblem};
 use crate::host::Host;
+use crate::program::Scope;
 use crate::registry::{Availability, Effect, Invocation, Tool};
 
 /// Proof that the gate approved a call. Its field is private to this module, so nothing else can
@@ -130,9 +141,19 @@ async fn decide_and_run(
         });
     }
 
+    // 3b. a program's effect is what it may do, worked out before anything is asked or run
+    let mode = ctx.confirm_mode();
+    let (program, scope) = match program_scope(host, tool, &args, mode) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let (effect, destructive) = match &scope {
+        Some(s) => (s.effect(), s.destructive()),
+        None => (spec.effect, spec.annotations.destructive_hint),
+    };
+
     // 4. grants
-    let destructive = spec.annotations.destructive_hint;
-    let (grant, grant_source) = config.grant_for(&name, spec.effect, destructive);
+    let (grant, grant_source) = config.grant_for(&name, effect, destructive);
     if grant == Grant::Deny {
         return Outcome::Denied {
             reason: format!("the {grant_source} is deny; allow it with `lmcp grants allow {name}`"),
@@ -141,18 +162,18 @@ async fn decide_and_run(
     }
 
     // 5. modes
-    let changes_state = spec.effect.changes_state();
+    let changes_state = effect.changes_state();
     if config.modes.read_only && changes_state {
         return Outcome::Denied {
             reason: format!(
-                "read-only mode is on and this tool has effect {}; turn it off with \
+                "read-only mode is on and this {} has effect {effect}; turn it off with \
                  `lmcp mode read-only off`",
-                spec.effect
+                if scope.is_some() { "program" } else { "tool" }
             ),
             tool: name,
         };
     }
-    if config.modes.private && spec.effect == Effect::Send {
+    if config.modes.private && effect == Effect::Send {
         return Outcome::Denied {
             reason: "private mode is on, so nothing is sent; turn it off with \
                      `lmcp mode private off`"
@@ -162,7 +183,6 @@ async fn decide_and_run(
     }
 
     // 6. confirmation
-    let mode = ctx.confirm_mode();
     let summary = spec
         .summarize
         .map_or_else(|| default_summary(spec, &args), |f| f(&args));
@@ -172,38 +192,67 @@ async fn decide_and_run(
     } else {
         args.clone()
     };
-    if mode == ConfirmMode::Preview && spec.has_preview && (changes_state || grant == Grant::Ask) {
+    let plan_entry = !spec.runs_program() && spec.has_preview && changes_state;
+    if mode == ConfirmMode::Preview
+        && spec.has_preview
+        && !spec.runs_program()
+        && (changes_state || grant == Grant::Ask)
+    {
+        if plan_entry
+            && let Some(plan) = ctx.plan()
+            && let Err(why) = plan.record(&name, &shown_args, false)
+        {
+            return plan_refused(name, why);
+        }
         return Outcome::Preview(Preview {
             tool: name,
             args: shown_args,
-            effect: spec.effect,
+            effect,
             summary,
         });
     }
-    let why = if ctx.is_approved() {
-        None // a person said yes to the program this call is a step of
+    let per_tool_ask = config.grants.get(&name) == Some(&Grant::Ask);
+    let covered = ctx.approval().covers(&name, effect, destructive);
+    let why = if per_tool_ask {
+        Some(format!("the {grant_source} is ask, so it asks every time"))
+    } else if covered {
+        None // a person said yes to a program that showed this call
     } else if grant == Grant::Ask {
         Some(format!("the {grant_source} is ask"))
     } else if mode == ConfirmMode::Ask && changes_state {
-        Some(format!("this run asks before every {} call", spec.effect))
+        Some(format!("this run asks before every {effect} call"))
     } else {
         None
     };
     if let Some(why) = why {
+        let calls = match &scope {
+            Some(s) => s.calls.clone(),
+            None if changes_state => vec![ShownCall {
+                tool: name.clone(),
+                effect,
+                destructive,
+            }],
+            None => Vec::new(),
+        };
         let request = ConfirmRequest {
             tool: name.clone(),
-            effect: spec.effect,
+            effect,
             destructive,
-            args: shown_args,
+            args: shown_args.clone(),
             summary,
             why: why.clone(),
+            calls: if scope.is_some() {
+                calls.clone()
+            } else {
+                Vec::new()
+            },
         };
         let answer = tokio::select! {
             a = ctx.confirmer().confirm(&request) => a,
             _ = ctx.cancel_token().cancelled() => return Outcome::Failed(Error::Cancelled),
         };
         match answer {
-            Answer::Yes => ctx.approve(),
+            Answer::Yes => ctx.approve(&calls),
             Answer::No => {
                 return Outcome::Denied {
                     tool: name,
@@ -220,6 +269,12 @@ async fn decide_and_run(
                 };
             }
         }
+    }
+    if plan_entry
+        && let Some(plan) = ctx.plan()
+        && let Err(why) = plan.record(&name, &shown_args, false)
+    {
+        return plan_refused(name, why);
     }
 
     // 7. run
@@ -240,6 +295,7 @@ async fn decide_and_run(
         args,
         ctx,
         host: Arc::clone(host),
+        program,
     };
     let running = tool.run(invocation, &Pass(()));
     let result = tokio::select! {
@@ -250,6 +306,38 @@ async fn decide_and_run(
     match result {
         Ok(v) => Outcome::Done(v),
         Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// The program a call would run and what it may do: a gateway's resolved program, or a
+/// workflow's declared capabilities. `None` for tools that run no program.
+#[allow(clippy::type_complexity)]
+fn program_scope(
+    host: &Arc<Host>,
+    tool: &Tool,
+    args: &Value,
+    mode: ConfirmMode,
+) -> crate::error::Result<(Option<Arc<crate::program::Program>>, Option<Scope>)> {
+    let spec = tool.spec();
+    if let Some(resolve) = spec.resolve {
+        let resolved = resolve(host, args)?;
+        let for_real = resolved.for_real && mode != ConfirmMode::Preview;
+        let scope = resolved.program.scope(host.registry(), for_real);
+        return Ok((Some(resolved.program), Some(scope)));
+    }
+    Ok((
+        None,
+        spec.capabilities
+            .as_ref()
+            .map(|c| Scope::of(host.registry(), c, mode != ConfirmMode::Preview)),
+    ))
+}
+
+/// The outcome of a call an approved plan did not show.
+fn plan_refused(tool: String, why: String) -> Outcome {
+    Outcome::Denied {
+        tool,
+        reason: format!("the plan changed since it was approved: {why}; nothing more runs"),
     }
 }
 

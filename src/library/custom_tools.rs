@@ -15,17 +15,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result, SchemaProblem};
 use crate::host::Host;
-use crate::program::header::{Header, ParamType};
-use crate::program::steps::{self, Segment, StepRecord};
+use crate::program::check::{self as checks, is_identifier};
+use crate::program::header::{Header, ParamSpec, ParamType};
+use crate::program::steps::{Placeholder, RunMode, StepRecord, Template, placeholder};
+use crate::program::{self, Body, LuaBody, Program, Scope};
 use crate::registry::{Annotations, Capabilities, Effect, Handler, Kind, ToolSpec, handler};
-use crate::script::{self, Output, Script, VmOptions};
 use crate::store::{self, FileLock};
 
 /// The version of the stored definition format.
@@ -100,12 +100,8 @@ fn format() -> u32 {
 pub struct Compiled {
     /// What was stored.
     pub definition: Definition,
-    /// Its parameters as one list (from `parameters` or the Lua header).
-    pub parameters: Vec<Parameter>,
-    /// The Lua header (parameters with defaults, timeout), for Lua bodies.
-    pub header: Option<Header>,
-    /// What it may call.
-    pub capabilities: Capabilities,
+    /// The program it is: typed params, what it may call, steps or Lua.
+    pub program: Program,
     /// The tool's description for the registry.
     pub spec: ToolSpec,
 }
@@ -115,14 +111,6 @@ fn bad(name: &str, message: impl Into<String>) -> Error {
         tool: name.to_string(),
         message: message.into(),
     }
-}
-
-fn is_identifier(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Checks a definition against the tools registered now.
@@ -159,11 +147,12 @@ pub fn compile(host: &Host, definition: Definition) -> Result<Compiled> {
     }
 }
 
-fn check_parameters(name: &str, params: &[Parameter]) -> Result<()> {
-    let mut seen = Vec::new();
+/// The declared parameters, checked: identifiers, no duplicates, known types.
+fn check_parameters(name: &str, params: &[Parameter]) -> Result<Vec<ParamSpec>> {
+    let mut out: Vec<ParamSpec> = Vec::new();
     for (i, p) in params.iter().enumerate() {
         let at = format!("parameters[{i}]");
-        if !is_identifier(&p.name) || p.name.contains('-') {
+        if !is_identifier(&p.name) {
             return Err(bad(
                 name,
                 format!(
@@ -172,147 +161,67 @@ fn check_parameters(name: &str, params: &[Parameter]) -> Result<()> {
                 ),
             ));
         }
-        if seen.contains(&p.name.as_str()) {
+        if out.iter().any(|q| q.name == p.name) {
             return Err(bad(
                 name,
                 format!("{at}: parameter `{}` is declared twice", p.name),
             ));
         }
-        seen.push(&p.name);
-        if ParamType::parse(&p.kind).is_none()
-            || p.kind == "table"
-            || p.kind == "int"
-            || p.kind == "bool"
-        {
-            return Err(bad(
+        let kind = ParamType::parse(&p.kind).ok_or_else(|| {
+            bad(
                 name,
                 format!(
-                    "{at}: `{}` has unknown type `{}`; use string, number, integer, boolean, object or array",
-                    p.name, p.kind
+                    "{at}: `{}` has unknown type `{}`; {}",
+                    p.name,
+                    p.kind,
+                    ParamType::NAMES
                 ),
-            ));
-        }
+            )
+        })?;
+        out.push(ParamSpec {
+            name: p.name.clone(),
+            kind,
+            required: p.required,
+            default: None,
+            description: p.description.clone(),
+        });
     }
-    Ok(())
+    Ok(out)
 }
 
-fn params_schema(params: &[Parameter]) -> Value {
-    let mut props = Map::new();
-    for p in params {
-        let mut s = json!({"type": p.kind});
-        if !p.description.is_empty() {
-            s["description"] = json!(p.description);
-        }
-        props.insert(p.name.clone(), s);
-    }
-    let required: Vec<&str> = params
-        .iter()
-        .filter(|p| p.required)
-        .map(|p| p.name.as_str())
-        .collect();
-    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
-}
-
-/// The spec of a custom tool whose calls are limited to `tools` (looked up now).
-fn workflow_spec(
-    host: &Host,
-    def: &Definition,
-    params: &[Parameter],
-    caps: &Capabilities,
-) -> ToolSpec {
-    let (effect, annotations) = crate::registry::program_effect(host.registry(), caps);
+/// The spec of a custom tool running `program`: its effect is what the program may do.
+fn workflow_spec(host: &Host, def: &Definition, program: &Program) -> ToolSpec {
+    let (effect, annotations) =
+        Scope::of(host.registry(), &program.capabilities, true).effect_and_annotations();
     ToolSpec::new(
         &def.name,
         &def.name,
         &def.description,
-        params_schema(params),
+        program.header().params_schema(),
     )
     .effect(effect, annotations)
     .kind(Kind::Workflow)
-    .capabilities(caps.clone())
+    .capabilities(program.capabilities.clone())
 }
 
+/// A tool a custom tool's step or `---@uses` may call: leaf tools only.
 fn leaf_tool(host: &Host, name: &str, tool: &str, at: &str) -> Result<Arc<crate::registry::Tool>> {
-    let t = host.registry().get(tool).ok_or_else(|| {
-        let hint = host.registry().closest(tool);
-        let hint = hint
-            .first()
-            .map(|h| format!("; did you mean `{h}`?"))
-            .unwrap_or_default();
-        bad(name, format!("{at}: there is no tool `{tool}`{hint}"))
-    })?;
-    if t.spec().kind != Kind::Leaf {
-        return Err(bad(
-            name,
-            format!(
-                "{at}: `{tool}` is a {} tool; steps can only call leaf tools (no gateways, workflows or authoring tools)",
-                t.spec().kind
-            ),
-        ));
-    }
-    Ok(t)
-}
-
-/// A placeholder in step arguments.
-#[derive(Debug, Clone, PartialEq)]
-enum Placeholder {
-    Input(String),
-    Step {
-        id: String,
-        path: Vec<Segment>,
-        text: String,
-    },
-}
-
-fn placeholder(v: &Value) -> std::result::Result<Option<Placeholder>, String> {
-    let Value::Object(m) = v else { return Ok(None) };
-    if let Some(input) = m.get("$input") {
-        let name = input
-            .as_str()
-            .ok_or("`$input` must name an input (a string)")?;
-        if m.len() != 1 {
-            return Err("an `$input` object holds only `$input`".into());
-        }
-        return Ok(Some(Placeholder::Input(name.to_string())));
-    }
-    if let Some(step) = m.get("$step") {
-        let id = step
-            .as_str()
-            .ok_or("`$step` must name an earlier step (a string)")?;
-        let path = match m.get("path") {
-            None => "result",
-            Some(Value::String(p)) => p.as_str(),
-            Some(_) => return Err("`path` must be a string like \"result.items[0]\"".into()),
-        };
-        if m.keys().any(|k| k != "$step" && k != "path") {
-            return Err("a `$step` object holds only `$step` and `path`".into());
-        }
-        let rest = path
-            .strip_prefix("result")
-            .ok_or_else(|| format!("`path` starts at the step's result, like \"result\" or \"result.items[0]\"; got \"{path}\""))?;
-        let segments = steps::parse_path(rest)?;
-        return Ok(Some(Placeholder::Step {
-            id: id.to_string(),
-            path: segments,
-            text: path.to_string(),
-        }));
-    }
-    Ok(None)
+    checks::callable_tool(host, tool, &[Kind::Leaf]).map_err(|m| bad(name, format!("{at}: {m}")))
 }
 
 /// Replaces placeholders by type samples (for schema checks) and collects them by pointer.
 fn sample(
     v: &Value,
-    params: &[Parameter],
+    params: &[ParamSpec],
     pointer: &str,
     found: &mut Vec<(String, Placeholder)>,
 ) -> std::result::Result<Value, String> {
     if let Some(p) = placeholder(v).map_err(|m| format!("at {pointer}: {m}"))? {
         let s = match &p {
-            Placeholder::Input(name) => match params.iter().find(|q| &q.name == name) {
-                Some(q) => sample_of(&q.kind),
-                None => Value::Null,
-            },
+            Placeholder::Input(name) => params
+                .iter()
+                .find(|q| &q.name == name)
+                .map_or(Value::Null, |q| q.kind.sample()),
             Placeholder::Step { .. } => Value::Null,
         };
         found.push((pointer.to_string(), p));
@@ -338,21 +247,9 @@ fn sample(
     })
 }
 
-fn sample_of(kind: &str) -> Value {
-    match kind {
-        "string" => json!("x"),
-        "integer" => json!(1),
-        "number" => json!(1.5),
-        "boolean" => json!(true),
-        "object" => json!({}),
-        "array" => json!([]),
-        _ => Value::Null,
-    }
-}
-
 fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<Compiled> {
     let name = &def.name;
-    check_parameters(name, &def.parameters)?;
+    let params = check_parameters(name, &def.parameters)?;
     if steps_list.is_empty() {
         return Err(bad(name, "`steps` is empty; give at least one step"));
     }
@@ -367,13 +264,14 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
     }
     let mut ids: Vec<&str> = Vec::new();
     let mut tools: Vec<String> = Vec::new();
+    let mut body: Vec<program::Step> = Vec::new();
     for (i, step) in steps_list.iter().enumerate() {
         let at = format!("steps[{i}] (`{}`)", step.id);
         if !is_identifier(&step.id) {
             return Err(bad(
                 name,
                 format!(
-                    "steps[{i}]: id `{}` must be letters, digits, `_` or `-`",
+                    "steps[{i}]: id `{}` must be a letter or `_`, then letters, digits or `_`",
                     step.id
                 ),
             ));
@@ -391,7 +289,7 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
         let mut found = Vec::new();
         let instance = sample(
             &Value::Object(step.arguments.clone()),
-            &def.parameters,
+            &params,
             "",
             &mut found,
         )
@@ -404,7 +302,7 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
             };
             match p {
                 Placeholder::Input(input) => {
-                    if !def.parameters.iter().any(|q| &q.name == input) {
+                    if !params.iter().any(|q| &q.name == input) {
                         return Err(bad(
                             name,
                             format!(
@@ -437,19 +335,28 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
                 }
             }
         }
-        check_arguments(name, &at, &tool, &instance, &found, &def.parameters)?;
+        check_arguments(name, &at, &tool, &instance, &found, &params)?;
         ids.push(&step.id);
         if !tools.contains(&step.tool) {
             tools.push(step.tool.clone());
         }
+        body.push(program::Step::Call {
+            id: step.id.clone(),
+            tool: step.tool.clone(),
+            args: Template::Placeholders(Value::Object(step.arguments.clone())),
+        });
     }
-    let caps = Capabilities::Tools(tools);
-    let spec = workflow_spec(host, def, &def.parameters, &caps);
+    let program = Program {
+        name: name.clone(),
+        params,
+        capabilities: Capabilities::Tools(tools),
+        timeout: None,
+        body: Body::Steps(body),
+    };
+    let spec = workflow_spec(host, def, &program);
     Ok(Compiled {
         definition: def.clone(),
-        parameters: def.parameters.clone(),
-        header: None,
-        capabilities: caps,
+        program,
         spec,
     })
 }
@@ -461,7 +368,7 @@ fn check_arguments(
     tool: &crate::registry::Tool,
     instance: &Value,
     found: &[(String, Placeholder)],
-    params: &[Parameter],
+    params: &[ParamSpec],
 ) -> Result<()> {
     let tool_name = &tool.spec().name;
     let validator = tool.validator()?;
@@ -482,7 +389,7 @@ fn check_arguments(
                 let given = params
                     .iter()
                     .find(|q| &q.name == input)
-                    .map_or("?", |q| q.kind.as_str());
+                    .map_or("?", |q| q.kind.json_type());
                 let key = pointer.trim_start_matches('/');
                 let expected = tool.spec().input_schema["properties"][key]["type"].clone();
                 let expected = match expected {
@@ -548,146 +455,48 @@ fn compile_lua(host: &Host, def: &Definition, source: &str) -> Result<Compiled> 
             "a Lua body declares its parameters in its header (`---@param NAME TYPE description`), not in `parameters`",
         ));
     }
-    if let Some(line) = crate::script::find_close_attribute(source) {
-        return Err(bad(
-            name,
-            format!(
-                "the Lua body: line {line}: to-be-closed variables (<close>) are not available in the sandbox"
-            ),
-        ));
-    }
-    let lua = mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::new())
-        .map_err(|e| bad(name, e.to_string()))?;
-    if let Err(e) = lua
-        .load(source)
-        .set_name(format!("={name}.lua"))
-        .set_mode(mlua::chunk::ChunkMode::Text)
-        .into_function()
-    {
-        return Err(bad(name, format!("the Lua body does not compile: {e}")));
-    }
-    let caps = match &header.uses {
-        Some(uses) => {
-            for (i, tool) in uses.iter().enumerate() {
-                leaf_tool(host, name, tool, &format!("@uses[{i}]"))?;
-            }
-            Capabilities::Tools(uses.clone())
-        }
-        None => Capabilities::ReadOnly,
+    checks::compile_lua(source, &format!("{name}.lua"))
+        .map_err(|m| bad(name, format!("the Lua body: {m}")))?;
+    let capabilities = checks::uses_capabilities(host, header.uses.as_ref(), &[Kind::Leaf])
+        .map_err(|m| bad(name, m))?;
+    let program = Program {
+        name: name.clone(),
+        params: header.params.clone(),
+        capabilities,
+        timeout: header.timeout,
+        body: Body::Lua(LuaBody {
+            source: source.to_string(),
+            chunk: format!("{name}.lua"),
+            modules: Vec::new(),
+            config: None,
+        }),
     };
-    let parameters: Vec<Parameter> = header
-        .params
-        .iter()
-        .map(|p| Parameter {
-            name: p.name.clone(),
-            kind: p.kind.json_type().to_string(),
-            description: p.description.clone(),
-            required: p.required,
-        })
-        .collect();
-    let mut spec = workflow_spec(host, def, &parameters, &caps);
-    spec.input_schema = header.params_schema();
+    let spec = workflow_spec(host, def, &program);
     Ok(Compiled {
         definition: def.clone(),
-        parameters,
-        header: Some(header),
-        capabilities: caps,
+        program,
         spec,
     })
 }
 
-/// Resolves placeholders for a run: inputs from the call's arguments, `$step` from results.
-fn resolve(
-    v: &Value,
-    inputs: &Map<String, Value>,
-    done: &[StepRecord],
-) -> std::result::Result<Option<Value>, String> {
-    match placeholder(v)? {
-        Some(Placeholder::Input(name)) => Ok(inputs.get(&name).cloned()),
-        Some(Placeholder::Step { id, path, text }) => {
-            let record = done
-                .iter()
-                .find(|r| r.id == id)
-                .ok_or_else(|| format!("step `{id}` has not run"))?;
-            let found = steps::lookup(&record.result, &path, "result")
-                .map_err(|m| format!("reading `{id}`'s {text}: {m}"))?;
-            Ok(Some(found.clone()))
-        }
-        None => Ok(Some(match v {
-            Value::Object(m) => {
-                let mut out = Map::new();
-                for (k, x) in m {
-                    // An optional input that was not given leaves its argument out.
-                    if let Some(r) = resolve(x, inputs, done)? {
-                        out.insert(k.clone(), r);
-                    }
-                }
-                Value::Object(out)
-            }
-            Value::Array(a) => {
-                let mut out = Vec::new();
-                for x in a {
-                    out.push(resolve(x, inputs, done)?.unwrap_or(Value::Null));
-                }
-                Value::Array(out)
-            }
-            other => other.clone(),
-        })),
-    }
-}
-
-/// The handler that runs a compiled custom tool.
+/// The handler that runs a compiled custom tool: its program, in the caller's confirmation mode.
 pub fn workflow_handler(compiled: Arc<Compiled>) -> Handler {
     handler(move |inv| {
         let c = Arc::clone(&compiled);
         async move {
-            let name = c.definition.name.clone();
-            let ctx = inv.ctx.clone().restricted(&name, c.capabilities.clone());
             let inputs = inv.args.as_object().cloned().unwrap_or_default();
-            if let Some(source) = &c.definition.lua {
-                let config = inv.host.config();
-                let header = c.header.clone().unwrap_or_default();
-                let timeout = header.timeout.unwrap_or(Duration::from_secs(
-                    config.limits.lua_timeout_secs.max(1) as u64,
-                ));
-                let params = header.bind(&inputs)?;
-                let options = VmOptions {
-                    limits: config.limits.script(),
-                    output: Output::Capture,
-                    params,
-                    modules: Vec::new(),
-                    config: None,
-                };
-                let script = Script {
-                    source: source.clone(),
-                    name: format!("{name}.lua"),
-                };
-                let outcome =
-                    script::run(&inv.host, script, ctx.with_timeout(timeout), options).await?;
-                let previews: Vec<Value> = outcome.previews.iter().map(|p| p.to_json()).collect();
-                return Ok(
-                    json!({"result": outcome.value, "output": outcome.output, "previews": previews}),
-                );
-            }
-            let mut done: Vec<StepRecord> = Vec::new();
-            for step in c.definition.steps.iter().flatten() {
-                let args = resolve(&Value::Object(step.arguments.clone()), &inputs, &done)
-                    .map_err(|m| Error::tool(&name, format!("step `{}`: {m}", step.id)))
-                    .map(Option::unwrap_or_default);
-                let record = match args {
-                    Ok(args) => steps::run_step(&inv.host, &ctx, &step.id, &step.tool, args).await,
-                    Err(e) => Err(e),
-                };
-                match record {
-                    Ok(r) => done.push(r),
-                    Err(e) => {
-                        return Err(steps::step_failed(&name, &step.id, &step.tool, &e, &done));
-                    }
+            let report =
+                program::run(&inv.host, &inv.ctx, &c.program, &inputs, RunMode::AsCalled).await?;
+            Ok(match c.program.body {
+                Body::Lua(_) => {
+                    json!({"result": report.result, "output": report.output, "previews": report.previews})
                 }
-            }
-            let result = done.last().map(|r| r.result.clone()).unwrap_or(Value::Null);
-            let records: Vec<Value> = done.iter().map(StepRecord::summary).collect();
-            Ok(json!({"result": result, "steps": records}))
+                Body::Steps(_) => {
+                    let records: Vec<Value> =
+                        report.records.iter().map(StepRecord::summary).collect();
+                    json!({"result": report.result, "steps": records})
+                }
+            })
         }
     })
 }
@@ -909,7 +718,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
             Ok(json!({
                 "name": c.spec.name,
                 "effect": c.spec.effect,
-                "may_call": c.capabilities.describe(),
+                "may_call": c.program.capabilities.describe(),
                 "input_schema": c.spec.input_schema,
                 "replaced": replaced,
             }))

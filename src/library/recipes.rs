@@ -11,20 +11,21 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::gate::{CallContext, ConfirmMode, size_bucket};
+use crate::gate::{CallContext, size_bucket};
 use crate::host::Host;
+use crate::program::check::{self as checks, is_identifier};
 use crate::program::header::{Header, ParamSpec, ParamType};
 use crate::program::interpolate::{self, Part};
-use crate::program::steps::{self, StepRecord, StepStatus};
-use crate::registry::{Annotations, Effect, Kind, Registry, ToolSpec, handler};
-use crate::script::{self, Output, Script, VmOptions};
+use crate::program::steps::{RunMode, Step, Template};
+use crate::program::{self, Body, LuaBody, Program, Resolved};
+use crate::registry::{Annotations, Capabilities, Effect, Kind, Registry, ToolSpec, handler};
 use crate::store::{self, FileLock};
 
 /// The manifest schema version this lmcp writes and reads.
@@ -81,25 +82,27 @@ pub struct Manifest {
     pub outputs: Vec<Value>,
 }
 
-/// One checked step.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// A tool call with argument templates.
-    Call { tool: String, args: Value },
-    /// A pause.
-    Wait(Duration),
-}
-
-/// A checked recipe.
+/// A checked recipe: the manifest as given and the program it is.
 #[derive(Debug, Clone)]
 pub struct Recipe {
     /// What was given.
     pub manifest: Manifest,
-    /// Its parameters with types and defaults.
-    pub params: Vec<ParamSpec>,
-    /// The checked steps (empty for Lua recipes).
-    pub steps: Vec<Step>,
+    /// The program: typed params, what it may call, steps or Lua.
+    pub program: Program,
 }
+
+impl Recipe {
+    /// How many steps it has (0 for a Lua recipe).
+    pub fn step_count(&self) -> usize {
+        match &self.program.body {
+            Body::Steps(s) => s.len(),
+            Body::Lua(_) => 0,
+        }
+    }
+}
+
+/// The tool kinds a recipe may call: everything but authoring tools.
+const CALLABLE: &[Kind] = &[Kind::Leaf, Kind::Workflow, Kind::Gateway];
 
 fn bad(name: &str, pointer: impl Into<String>, message: impl Into<String>) -> Error {
     let pointer = pointer.into();
@@ -122,18 +125,6 @@ pub fn parse_manifest(value: Value) -> Result<Manifest> {
         .unwrap_or("?")
         .to_string();
     serde_json::from_value(value).map_err(|e| bad(&name, "", format!("{e}; the shape is {{name, description, schema_version, params, steps | lua, outputs}}")))
-}
-
-fn param_type(kind: &str) -> Option<ParamType> {
-    match kind {
-        "string" => Some(ParamType::String),
-        "int" | "integer" => Some(ParamType::Integer),
-        "bool" | "boolean" => Some(ParamType::Boolean),
-        "number" => Some(ParamType::Number),
-        "object" => Some(ParamType::Object),
-        "array" => Some(ParamType::Array),
-        _ => None,
-    }
 }
 
 /// Checks a manifest against the tools registered now.
@@ -174,13 +165,7 @@ pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
     let mut params = Vec::new();
     for (i, p) in manifest.params.iter().enumerate() {
         let at = format!("/params/{i}");
-        let ok_name = p
-            .name
-            .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && p.name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok_name {
+        if !is_identifier(&p.name) {
             return Err(bad(
                 &name,
                 format!("{at}/name"),
@@ -197,11 +182,11 @@ pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
                 format!("parameter `{}` is declared twice", p.name),
             ));
         }
-        let kind = param_type(&p.kind).ok_or_else(|| {
+        let kind = ParamType::parse(&p.kind).ok_or_else(|| {
             bad(
                 &name,
                 format!("{at}/type"),
-                format!("unknown type `{}`; use string, int or bool", p.kind),
+                format!("unknown type `{}`; {}", p.kind, ParamType::NAMES),
             )
         })?;
         if let Some(d) = &p.default
@@ -240,33 +225,23 @@ pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
             if params.is_empty() {
                 params = header.params.clone();
             }
-            if let Some(line) = script::find_close_attribute(lua) {
-                return Err(bad(
-                    &name,
-                    "/lua",
-                    format!(
-                        "line {line}: to-be-closed variables (<close>) are not available in the sandbox"
-                    ),
-                ));
-            }
-            let lua_state = mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::new())
-                .map_err(|e| bad(&name, "/lua", e.to_string()))?;
-            if let Err(e) = lua_state
-                .load(lua.as_str())
-                .set_mode(mlua::chunk::ChunkMode::Text)
-                .into_function()
-            {
-                return Err(bad(
-                    &name,
-                    "/lua",
-                    format!("the program does not compile: {e}"),
-                ));
-            }
-            Ok(Recipe {
-                manifest,
+            let chunk = format!("{}.lua", slug(&name));
+            checks::compile_lua(lua, &chunk).map_err(|m| bad(&name, "/lua", m))?;
+            let capabilities = checks::uses_capabilities(host, header.uses.as_ref(), CALLABLE)
+                .map_err(|m| bad(&name, "/lua", m))?;
+            let program = Program {
+                name: name.clone(),
                 params,
-                steps: Vec::new(),
-            })
+                capabilities,
+                timeout: header.timeout,
+                body: Body::Lua(LuaBody {
+                    source: lua.clone(),
+                    chunk,
+                    modules: Vec::new(),
+                    config: None,
+                }),
+            };
+            Ok(Recipe { manifest, program })
         }
         (Some(raw), None) => {
             if raw.is_empty() {
@@ -280,14 +255,24 @@ pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
                 ));
             }
             let mut checked: Vec<Step> = Vec::new();
+            let mut tools: Vec<String> = Vec::new();
             for (i, v) in raw.iter().enumerate() {
-                checked.push(check_step(host, &name, i, v, &params, &checked)?);
+                let step = check_step(host, &name, i, v, &params, &checked)?;
+                if let Step::Call { tool, .. } = &step
+                    && !tools.contains(tool)
+                {
+                    tools.push(tool.clone());
+                }
+                checked.push(step);
             }
-            Ok(Recipe {
-                manifest,
+            let program = Program {
+                name: name.clone(),
                 params,
-                steps: checked,
-            })
+                capabilities: Capabilities::Tools(tools),
+                timeout: None,
+                body: Body::Steps(checked),
+            };
+            Ok(Recipe { manifest, program })
         }
     }
 }
@@ -347,18 +332,8 @@ fn check_step(
             format!("unknown key `{extra}`; {shape}"),
         ));
     }
-    let tool = host.registry().get(tool_name).ok_or_else(|| {
-        let hint = host.registry().closest(tool_name);
-        let hint = hint
-            .first()
-            .map(|h| format!("; did you mean `{h}`?"))
-            .unwrap_or_else(|| "; `lmcp tools` lists them".into());
-        bad(
-            name,
-            format!("{at}/tool"),
-            format!("there is no tool `{tool_name}`{hint}"),
-        )
-    })?;
+    let tool =
+        checks::find_tool(host, tool_name).map_err(|m| bad(name, format!("{at}/tool"), m))?;
     if tool.spec().kind == Kind::Authoring || tool_name == "recipe_run" {
         return Err(bad(
             name,
@@ -445,8 +420,9 @@ fn check_step(
         }
     }
     Ok(Step::Call {
+        id: i.to_string(),
         tool: tool_name.to_string(),
-        args,
+        args: Template::Interpolated(args),
     })
 }
 
@@ -459,14 +435,7 @@ fn sample_args(v: &Value, params: &[ParamSpec]) -> Value {
                 Part::Param(p) => params
                     .iter()
                     .find(|q| &q.name == p)
-                    .map_or(Value::Null, |q| match q.kind {
-                        ParamType::String => json!("x"),
-                        ParamType::Integer => json!(1),
-                        ParamType::Number => json!(1.5),
-                        ParamType::Boolean => json!(true),
-                        ParamType::Object => json!({}),
-                        ParamType::Array => json!([]),
-                    }),
+                    .map_or(Value::Null, |q| q.kind.sample()),
                 Part::Step { .. } => Value::Null,
                 Part::Text(t) => Value::String(t.clone()),
             },
@@ -606,29 +575,7 @@ pub fn list(host: &Host) -> (Vec<Value>, Vec<String>) {
     (out, problems)
 }
 
-/// The hash that identifies a plan: the state-changing steps with their resolved arguments.
-pub fn plan_hash(changes: &[Value]) -> String {
-    let bytes = serde_json::to_vec(changes).unwrap_or_default();
-    format!("{:x}", Sha256::digest(bytes))
-}
-
-/// What a run did (or, unconfirmed, would do).
-#[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
-    /// The recipe's name.
-    pub name: String,
-    /// Whether state-changing steps ran (true) or were previewed (false).
-    pub confirmed: bool,
-    /// The hash of the state-changing steps; pass it with `confirm: true` to run exactly them.
-    pub plan_hash: String,
-    /// Each step: index, tool (or wait), args, effect, status, result or why it could not resolve.
-    pub steps: Vec<Value>,
-    /// The last step's result (or the Lua program's return value).
-    pub result: Value,
-    /// Captured output of a Lua recipe.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub output: String,
-}
+pub use crate::program::RunReport;
 
 fn shape(v: &Value) -> Value {
     match v {
@@ -642,24 +589,26 @@ fn shape(v: &Value) -> Value {
 }
 
 /// Appends a run's journal (per step: status, duration, result shape) unless private mode.
-fn journal(
-    host: &Host,
-    report: &RunReport,
-    records: &[(String, f64, Value)],
-    failed: Option<&Error>,
-) {
+fn journal(host: &Host, name: &str, outcome: &Result<RunReport>) {
     if host.config().modes.private {
         return;
     }
-    let steps: Vec<Value> = records
-        .iter()
-        .map(|(status, ms, result)| json!({"status": status, "duration_ms": ms, "result": shape(result)}))
-        .collect();
+    let (confirmed, steps, result) = match outcome {
+        Ok(r) => {
+            let steps: Vec<Value> = r
+                .records
+                .iter()
+                .map(|s| json!({"status": s.status, "duration_ms": s.duration_ms, "result": shape(&s.result)}))
+                .collect();
+            (r.confirmed, steps, "done".to_string())
+        }
+        Err(e) => (false, Vec::new(), format!("failed:{}", e.class())),
+    };
     let entry = json!({
         "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "recipe": report.name,
-        "confirmed": report.confirmed,
-        "outcome": failed.map_or("done".to_string(), |e| format!("failed:{}", e.class())),
+        "recipe": name,
+        "confirmed": confirmed,
+        "outcome": result,
         "steps": steps,
     });
     let path = host.paths().data_dir.join("recipe_runs.jsonl");
@@ -682,233 +631,49 @@ fn journal(
 }
 
 /// Runs a checked recipe. `ctx` is the context of the call that runs it; `confirm` chooses a
-/// real run or a plan; a given `expected_hash` must match the plan before anything runs.
+/// real run or a plan; a given `expected_hash` must match the plan before anything runs, and
+/// then only the plan's calls may run.
 pub async fn run(
     host: &Arc<Host>,
     ctx: &CallContext,
-    recipe: &Recipe,
+    recipe: &Program,
     given: &Map<String, Value>,
     confirm: bool,
     expected_hash: Option<&str>,
 ) -> Result<RunReport> {
-    let header = Header {
-        params: recipe.params.clone(),
-        ..Header::default()
-    };
-    let params = header.bind(given)?;
-    if confirm && let Some(expected) = expected_hash {
-        let plan = run_once(
-            host,
-            &ctx.lowered(ConfirmMode::Preview),
-            recipe,
-            &params,
-            false,
-        )
-        .await?;
-        if plan.plan_hash != expected {
-            return Err(Error::Refused(format!(
-                "the plan changed since it was approved (approved {}, now {}); nothing ran. Run it \
-                 without confirm to see the new plan",
-                short(expected),
-                short(&plan.plan_hash)
-            )));
-        }
-    }
     let mode = if confirm {
-        ConfirmMode::Confirmed
-    } else {
-        ConfirmMode::Preview
-    };
-    run_once(host, &ctx.lowered(mode), recipe, &params, confirm).await
-}
-
-fn short(h: &str) -> &str {
-    &h[..h.len().min(12)]
-}
-
-async fn run_once(
-    host: &Arc<Host>,
-    ctx: &CallContext,
-    recipe: &Recipe,
-    params: &Map<String, Value>,
-    confirm: bool,
-) -> Result<RunReport> {
-    let name = recipe.manifest.name.clone();
-    let confirmed = confirm && ctx.confirm_mode() != ConfirmMode::Preview;
-    if let Some(source) = &recipe.manifest.lua {
-        return run_lua(host, ctx, &name, source, params, confirmed).await;
-    }
-    let total = recipe.steps.len();
-    let mut results: Vec<Option<Value>> = Vec::with_capacity(total);
-    let mut done: Vec<StepRecord> = Vec::new();
-    let mut plan: Vec<Value> = Vec::new();
-    let mut changes: Vec<Value> = Vec::new();
-    let mut journal_steps: Vec<(String, f64, Value)> = Vec::new();
-    let mut report = RunReport {
-        name: name.clone(),
-        confirmed,
-        plan_hash: String::new(),
-        steps: Vec::new(),
-        result: Value::Null,
-        output: String::new(),
-    };
-    for (i, step) in recipe.steps.iter().enumerate() {
-        ctx.progress(
-            i as u64,
-            Some(total as u64),
-            format!("step {} of {total}", i + 1),
-        );
-        let id = i.to_string();
-        match step {
-            Step::Wait(d) => {
-                results.push(None);
-                if confirmed {
-                    let started = Instant::now();
-                    tokio::select! {
-                        _ = tokio::time::sleep(*d) => {}
-                        _ = ctx.cancel_token().cancelled() => {
-                            let e = steps::step_failed(&name, &id, "wait", &Error::Cancelled, &done);
-                            journal(host, &report, &journal_steps, Some(&e));
-                            return Err(e);
-                        }
-                    }
-                    journal_steps.push((
-                        "waited".into(),
-                        started.elapsed().as_secs_f64() * 1000.0,
-                        Value::Null,
-                    ));
-                    plan.push(json!({"index": i, "wait": d.as_secs_f64(), "status": "waited"}));
-                } else {
-                    plan.push(
-                        json!({"index": i, "wait": d.as_secs_f64(), "status": "skipped in a plan"}),
-                    );
-                }
-            }
-            Step::Call { tool, args } => {
-                let effect = host
-                    .registry()
-                    .get(tool)
-                    .map(|t| t.spec().effect)
-                    .unwrap_or(Effect::Read);
-                let resolved = match interpolate::render(args, params, &results) {
-                    Ok(a) => a,
-                    Err(m) if !confirmed => {
-                        // A plan cannot resolve arguments that need a previewed step's result.
-                        results.push(None);
-                        if effect.changes_state() {
-                            changes.push(json!({"index": i, "tool": tool, "args": args}));
-                        }
-                        plan.push(json!({"index": i, "tool": tool, "args": args, "effect": effect, "status": "unresolved", "reason": m}));
-                        continue;
-                    }
-                    Err(m) => {
-                        let e = steps::step_failed(
-                            &name,
-                            &id,
-                            tool,
-                            &Error::tool(tool, format!("step {i}: {m}")),
-                            &done,
-                        );
-                        journal(host, &report, &journal_steps, Some(&e));
-                        return Err(e);
-                    }
-                };
-                match steps::run_step(host, ctx, &id, tool, resolved.clone()).await {
-                    Ok(record) => {
-                        let status = match record.status {
-                            StepStatus::Done => "done",
-                            StepStatus::Previewed => "previewed",
-                        };
-                        if effect.changes_state() {
-                            changes.push(json!({"index": i, "tool": tool, "args": resolved}));
-                        }
-                        results.push(
-                            (record.status == StepStatus::Done).then(|| record.result.clone()),
-                        );
-                        journal_steps.push((
-                            status.into(),
-                            record.duration_ms,
-                            record.result.clone(),
-                        ));
-                        plan.push(json!({"index": i, "tool": tool, "args": resolved, "effect": effect, "status": status, "result": record.result}));
-                        done.push(record);
-                    }
-                    Err(e)
-                        if !confirmed && !matches!(e, Error::Cancelled | Error::Timeout { .. }) =>
-                    {
-                        // A plan shows every step: a read that fails (often because an earlier
-                        // write was only previewed) is marked and the plan goes on.
-                        results.push(None);
-                        journal_steps.push(("failed".into(), 0.0, Value::Null));
-                        plan.push(json!({"index": i, "tool": tool, "args": resolved, "effect": effect, "status": "failed",
-                                         "error": {"class": e.class(), "message": e.to_string()}}));
-                    }
-                    Err(e) => {
-                        let e = steps::step_failed(&name, &id, tool, &e, &done);
-                        journal(host, &report, &journal_steps, Some(&e));
-                        return Err(e);
-                    }
-                }
-            }
+        RunMode::Confirmed {
+            plan_hash: expected_hash.map(str::to_string),
         }
-    }
-    ctx.progress(total as u64, Some(total as u64), "done");
-    report.plan_hash = plan_hash(&changes);
-    report.result = done
-        .last()
-        .filter(|r| r.status == StepStatus::Done)
-        .map(|r| r.result.clone())
-        .unwrap_or(Value::Null);
-    report.steps = plan;
-    journal(host, &report, &journal_steps, None);
-    Ok(report)
+    } else {
+        RunMode::Plan
+    };
+    let outcome = program::run(host, ctx, recipe, given, mode).await;
+    journal(host, &recipe.name, &outcome);
+    outcome
 }
 
-async fn run_lua(
-    host: &Arc<Host>,
-    ctx: &CallContext,
-    name: &str,
-    source: &str,
-    params: &Map<String, Value>,
-    confirmed: bool,
-) -> Result<RunReport> {
-    let config = host.config();
-    let header = Header::parse(source)?;
-    let timeout = header.timeout.unwrap_or(Duration::from_secs(
-        config.limits.lua_timeout_secs.max(1) as u64,
-    ));
-    let options = VmOptions {
-        limits: config.limits.script(),
-        output: Output::Capture,
-        params: params.clone(),
-        modules: Vec::new(),
-        config: None,
-    };
-    let script = Script {
-        source: source.to_string(),
-        name: format!("{}.lua", slug(name)),
-    };
-    let outcome = script::run(host, script, ctx.clone().with_timeout(timeout), options).await?;
-    let mut changes = Vec::new();
-    let steps: Vec<Value> = outcome
-        .previews
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            changes.push(json!({"index": i, "tool": p.tool, "args": p.args}));
-            json!({"index": i, "tool": p.tool, "args": p.args, "effect": p.effect, "status": "previewed", "summary": p.summary})
-        })
-        .collect();
-    let report = RunReport {
-        name: name.to_string(),
-        confirmed,
-        plan_hash: plan_hash(&changes),
-        steps,
-        result: outcome.value,
-        output: outcome.output,
-    };
-    journal(host, &report, &[], None);
-    Ok(report)
+/// The recipe a `recipe_run` call names (saved) or carries (an unsaved manifest), checked now.
+fn requested(host: &Host, args: &Value) -> Result<Recipe> {
+    match (
+        args.get("name").and_then(Value::as_str),
+        args.get("manifest"),
+    ) {
+        (Some(name), None) => check(host, load(host, name)?.manifest),
+        (None, Some(m)) => check(host, parse_manifest(m.clone())?),
+        _ => Err(Error::Usage(
+            "give either `name` (a saved recipe) or `manifest` (an unsaved one), not both".into(),
+        )),
+    }
+}
+
+/// The gate's view of a `recipe_run` call: the program it runs, and whether for real.
+fn resolve_run(host: &Host, args: &Value) -> Result<Resolved> {
+    let recipe = requested(host, args)?;
+    Ok(Resolved {
+        program: Arc::new(recipe.program),
+        for_real: args["confirm"] == json!(true),
+    })
 }
 
 /// A portable bundle of a saved recipe.
@@ -963,36 +728,33 @@ pub fn import(host: &Host, bundle: &Value, check_only: bool, replace: bool) -> R
     let checked = check(host, manifest)?;
     let config = host.config();
     let mut tools: Vec<Value> = Vec::new();
-    for step in &checked.steps {
-        if let Step::Call { tool, .. } = step {
-            if tools.iter().any(|t| t["tool"] == json!(tool)) {
-                continue;
-            }
-            let t = host.registry().get(tool);
-            let (effect, availability) = match &t {
-                Some(t) => (
-                    json!(t.spec().effect),
-                    json!(t.spec().availability(&config, host.transport())),
-                ),
-                None => (
-                    Value::Null,
-                    json!({"status": "unavailable", "detail": "not installed"}),
-                ),
-            };
-            tools.push(json!({"tool": tool, "effect": effect, "availability": availability}));
-        }
+    let names: Vec<String> = match &checked.program.capabilities {
+        Capabilities::Tools(names) => names.clone(),
+        _ => Vec::new(),
+    };
+    for tool in &names {
+        let t = host.registry().get(tool);
+        let (effect, availability) = match &t {
+            Some(t) => (
+                json!(t.spec().effect),
+                json!(t.spec().availability(&config, host.transport())),
+            ),
+            None => (
+                Value::Null,
+                json!({"status": "unavailable", "detail": "not installed"}),
+            ),
+        };
+        tools.push(json!({"tool": tool, "effect": effect, "availability": availability}));
     }
     let mut report = json!({
         "name": checked.manifest.name,
-        "step_count": checked.steps.len(),
+        "step_count": checked.step_count(),
         "body": if checked.manifest.lua.is_some() { "lua" } else { "steps" },
         "tools": tools,
         "saved": false,
     });
-    if checked.manifest.lua.is_some() {
-        report["note"] = json!(
-            "a Lua recipe: the tools it calls are known only when it runs; run it without confirm first to see its plan"
-        );
+    if checked.program.capabilities == Capabilities::ReadOnly {
+        report["note"] = json!("a Lua recipe without ---@uses: it may call read tools only");
     }
     if !check_only {
         save(host, checked.manifest, replace)?;
@@ -1049,45 +811,52 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         let replace = inv.args["replace"].as_bool().unwrap_or(false);
         let (recipe, replaced) = save(&inv.host, manifest, replace)?;
         let body = if recipe.manifest.lua.is_some() { "lua" } else { "steps" };
-        Ok(json!({"name": recipe.manifest.name, "step_count": recipe.steps.len(), "body": body, "replaced": replaced}))
+        Ok(json!({"name": recipe.manifest.name, "step_count": recipe.step_count(), "body": body, "replaced": replaced}))
     }))?;
 
     let run_spec = ToolSpec::new(
         "recipe_run",
         "Run a recipe",
-        "Run a saved recipe by name with its params. Without confirm: true it is a plan: read steps \
-         run, state-changing steps are previewed, and the result lists each step with its resolved \
+        "Run a saved recipe by name (or an unsaved one given as `manifest`) with its params. \
+         Without confirm: true it is a plan: read steps run, state-changing calls are previewed \
+         (those of nested programs too), and the result lists each step with its resolved \
          arguments, effect and status plus a plan_hash. With confirm: true it runs for real; pass \
-         the plan_hash a person approved and nothing runs unless the plan still matches. A failing \
-         step stops the run and returns the completed steps with the error.",
+         the plan_hash a person approved and nothing runs unless the plan still matches, and only \
+         the calls it showed may run. A failing step stops the run (a plan too) and returns the \
+         completed steps with the error. The effect of a call is that of the recipe's tools.",
         json!({
             "type": "object",
             "properties": {
-                "name": {"type": "string", "minLength": 1},
+                "name": {"type": "string", "minLength": 1, "description": "A saved recipe's name"},
+                "manifest": {"type": "object", "description": "An unsaved recipe manifest, instead of name"},
                 "params": {"type": "object"},
                 "confirm": {"type": "boolean", "default": false},
                 "plan_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
             },
-            "required": ["name"],
             "additionalProperties": false
         }),
     )
     .effect(Effect::Write, Annotations::changing(false, false, true))
     .kind(Kind::Gateway)
     .without_preview()
-    .summary(|a| format!("run the recipe \"{}\"{}", a["name"].as_str().unwrap_or("?"), if a["confirm"] == json!(true) { " for real" } else { " as a plan" }));
+    .resolves(resolve_run)
+    .summary(|a| {
+        let name = a["name"].as_str().or(a["manifest"]["name"].as_str()).unwrap_or("?");
+        format!("run the recipe \"{name}\"{}", if a["confirm"] == json!(true) { " for real" } else { " as a plan" })
+    });
     registry.register_builtin(
         run_spec,
         handler(|inv| async move {
-            let name = name_arg(&inv.args);
-            let stored = load(&inv.host, &name)?;
-            let recipe = check(&inv.host, stored.manifest)?;
+            let program = match &inv.program {
+                Some(p) => Arc::clone(p),
+                None => Arc::new(requested(&inv.host, &inv.args)?.program),
+            };
             let params = inv.args["params"].as_object().cloned().unwrap_or_default();
             let confirm = inv.args["confirm"].as_bool().unwrap_or(false);
             let report = run(
                 &inv.host,
                 &inv.ctx,
-                &recipe,
+                &program,
                 &params,
                 confirm,
                 inv.args["plan_hash"].as_str(),

@@ -27,11 +27,13 @@ use serde_json::{Map, Value, json};
 use crate::error::{Error, Result};
 use crate::gate::CallContext;
 use crate::host::Host;
+use crate::program::check as checks;
 use crate::program::header::Header;
+use crate::program::steps::RunMode;
+use crate::program::{self, Body, LuaBody, Program, Resolved, Scope};
 use crate::registry::{
     Annotations, Capabilities, Effect, Handler, Kind, Registry, ToolSpec, handler,
 };
-use crate::script::{self, Output, Script, VmOptions};
 use crate::store::{self, FileLock};
 
 /// A script's default timeout.
@@ -400,44 +402,10 @@ pub fn check_package(
             return Err(bad(&md.name, format!("{at} is larger than 1 MiB")));
         }
         let header = Header::parse(code).map_err(|e| bad(&md.name, format!("{at}: {e}")))?;
-        if let Some(line) = script::find_close_attribute(code) {
-            return Err(bad(
-                &md.name,
-                format!(
-                    "{at}: line {line}: to-be-closed variables (<close>) are not available in the sandbox"
-                ),
-            ));
-        }
-        let lua = mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::new())
-            .map_err(|e| bad(&md.name, e.to_string()))?;
-        if let Err(e) = lua
-            .load(code.as_str())
-            .set_name(format!("={name}.lua"))
-            .set_mode(mlua::chunk::ChunkMode::Text)
-            .into_function()
-        {
-            return Err(bad(&md.name, format!("{at} does not compile: {e}")));
-        }
-        for tool in header.uses.iter().flatten() {
-            match host.registry().get(tool) {
-                Some(t) if t.spec().kind == Kind::Leaf => {}
-                Some(t) => {
-                    return Err(bad(
-                        &md.name,
-                        format!(
-                            "{at}: @uses `{tool}`, a {} tool; scripts can call only leaf tools",
-                            t.spec().kind
-                        ),
-                    ));
-                }
-                None => {
-                    return Err(bad(
-                        &md.name,
-                        format!("{at}: @uses `{tool}`, which is not a tool here"),
-                    ));
-                }
-            }
-        }
+        checks::compile_lua(code, &format!("{name}.lua"))
+            .map_err(|m| bad(&md.name, format!("{at}: {m}")))?;
+        checks::uses_capabilities(host, header.uses.as_ref(), &[Kind::Leaf])
+            .map_err(|m| bad(&md.name, format!("{at}: {m}")))?;
         checked.push(SkillScript {
             name: name.to_string(),
             code: code.clone(),
@@ -620,10 +588,84 @@ fn capabilities(script: &SkillScript) -> Capabilities {
     }
 }
 
+/// The program a script is, with the modules and config it runs with (config read now).
+fn script_program(host: &Host, skill: &str, script: &str) -> Result<Program> {
+    if !valid_name(skill) || !skill_dir(host, skill).exists() {
+        return Err(Error::Refused(format!(
+            "there is no skill `{skill}`; `lmcp skill list` lists them"
+        )));
+    }
+    let p = load_package(host, skill)?;
+    let meta = read_meta(host, skill)?.ok_or_else(|| bad(skill, "meta.json is missing"))?;
+    if !meta.enabled {
+        return Err(Error::Refused(format!(
+            "the skill `{skill}` is disabled; `lmcp skill enable {skill}` turns it on"
+        )));
+    }
+    let s = p.scripts.iter().find(|s| s.name == script).ok_or_else(|| {
+        let names: Vec<&str> = p.scripts.iter().map(|s| s.name.as_str()).collect();
+        Error::Refused(format!(
+            "`{skill}` has no script `{script}` (scripts: {})",
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        ))
+    })?;
+    let mut config = values(host, skill)?;
+    for (key, f) in &p.md.config {
+        if !config.contains_key(key) {
+            match &f.default {
+                Some(d) => {
+                    config.insert(key.clone(), d.clone());
+                }
+                None if f.required => {
+                    return Err(Error::Refused(format!(
+                        "`{skill}` needs its config field `{key}` ({}); set it with `lmcp skill config {skill} {key}=VALUE`",
+                        f.title
+                    )));
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(Program {
+        name: tool_name(skill, script),
+        params: s.header.params.clone(),
+        capabilities: capabilities(s),
+        timeout: Some(s.header.timeout.unwrap_or(DEFAULT_TIMEOUT)),
+        body: Body::Lua(LuaBody {
+            source: s.code.clone(),
+            chunk: format!("{}.lua", s.name),
+            modules: p
+                .scripts
+                .iter()
+                .map(|m| (m.name.clone(), m.code.clone()))
+                .collect(),
+            config: Some(config),
+        }),
+    })
+}
+
+/// The gate's view of a `skill_call` call: the script it runs.
+fn resolve_call(host: &Host, args: &Value) -> Result<Resolved> {
+    let program = script_program(
+        host,
+        args["skill"].as_str().unwrap_or(""),
+        args["script"].as_str().unwrap_or(""),
+    )?;
+    Ok(Resolved {
+        program: Arc::new(program),
+        for_real: true,
+    })
+}
+
 fn register_scripts(host: &Host, package: &Package) -> Result<()> {
     for s in &package.scripts {
         let caps = capabilities(s);
-        let (effect, annotations) = crate::registry::program_effect(host.registry(), &caps);
+        let (effect, annotations) =
+            Scope::of(host.registry(), &caps, true).effect_and_annotations();
         let description = s.header.description.clone().unwrap_or_else(|| {
             format!(
                 "The `{}` script of the `{}` skill.",
@@ -645,7 +687,7 @@ fn register_scripts(host: &Host, package: &Package) -> Result<()> {
             let (skill, script) = (skill.clone(), script.clone());
             async move {
                 let params = inv.args.as_object().cloned().unwrap_or_default();
-                call(&inv.host, &inv.ctx, &skill, &script, &params).await
+                call(&inv.host, &inv.ctx, &skill, &script, &params, None).await
             }
         });
         host.registry().register_or_replace(spec, h)?;
@@ -856,79 +898,21 @@ pub fn load_one(host: &Host, name: &str) {
     }
 }
 
-/// Runs one script of a skill.
+/// Runs one script of a skill: `program` when the gate resolved it already, else read now.
 pub async fn call(
     host: &Arc<Host>,
     ctx: &CallContext,
     skill: &str,
     script: &str,
     params: &Map<String, Value>,
+    program: Option<Arc<Program>>,
 ) -> Result<Value> {
-    if !valid_name(skill) || !skill_dir(host, skill).exists() {
-        return Err(Error::Refused(format!(
-            "there is no skill `{skill}`; `lmcp skill list` lists them"
-        )));
-    }
-    let p = load_package(host, skill)?;
-    let meta = read_meta(host, skill)?.ok_or_else(|| bad(skill, "meta.json is missing"))?;
-    if !meta.enabled {
-        return Err(Error::Refused(format!(
-            "the skill `{skill}` is disabled; `lmcp skill enable {skill}` turns it on"
-        )));
-    }
-    let s = p.scripts.iter().find(|s| s.name == script).ok_or_else(|| {
-        let names: Vec<&str> = p.scripts.iter().map(|s| s.name.as_str()).collect();
-        Error::Refused(format!(
-            "`{skill}` has no script `{script}` (scripts: {})",
-            if names.is_empty() {
-                "none".into()
-            } else {
-                names.join(", ")
-            }
-        ))
-    })?;
-    let mut config = values(host, skill)?;
-    for (key, f) in &p.md.config {
-        if !config.contains_key(key) {
-            match &f.default {
-                Some(d) => {
-                    config.insert(key.clone(), d.clone());
-                }
-                None if f.required => {
-                    return Err(Error::Refused(format!(
-                        "`{skill}` needs its config field `{key}` ({}); set it with `lmcp skill config {skill} {key}=VALUE`",
-                        f.title
-                    )));
-                }
-                None => {}
-            }
-        }
-    }
-    let bound = s.header.bind(params)?;
-    let timeout = s.header.timeout.unwrap_or(DEFAULT_TIMEOUT);
-    let modules: Vec<(String, String)> = p
-        .scripts
-        .iter()
-        .map(|m| (m.name.clone(), m.code.clone()))
-        .collect();
-    let options = VmOptions {
-        limits: host.config().limits.script(),
-        output: Output::Capture,
-        params: bound,
-        modules,
-        config: Some(config),
+    let program = match program {
+        Some(p) => p,
+        None => Arc::new(script_program(host, skill, script)?),
     };
-    let run_ctx = ctx
-        .clone()
-        .restricted(&tool_name(skill, script), capabilities(s))
-        .with_timeout(timeout);
-    let script_run = Script {
-        source: s.code.clone(),
-        name: format!("{}.lua", s.name),
-    };
-    let outcome = script::run(host, script_run, run_ctx, options).await?;
-    let previews: Vec<Value> = outcome.previews.iter().map(|p| p.to_json()).collect();
-    Ok(json!({"result": outcome.value, "output": outcome.output, "previews": previews}))
+    let report = program::run(host, ctx, &program, params, RunMode::AsCalled).await?;
+    Ok(json!({"result": report.result, "output": report.output, "previews": report.previews}))
 }
 
 fn files_arg(v: &Value, key: &str, value_key: &str) -> Result<Vec<(String, String)>> {
@@ -1008,7 +992,8 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     )
     .effect(Effect::Write, Annotations::changing(false, false, true))
     .kind(Kind::Gateway)
-    .without_preview();
+    .without_preview()
+    .resolves(resolve_call);
     registry.register_builtin(
         call_spec,
         handler(|inv| async move {
@@ -1019,6 +1004,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 inv.args["skill"].as_str().unwrap_or(""),
                 inv.args["script"].as_str().unwrap_or(""),
                 &params,
+                inv.program.clone(),
             )
             .await
         }),

@@ -45,7 +45,11 @@ pub enum ParamType {
 }
 
 impl ParamType {
-    /// Parses a header type name.
+    /// The accepted type names, for error messages.
+    pub const NAMES: &'static str =
+        "use string, integer (int), number, boolean (bool), object (table) or array";
+
+    /// Parses a type name: the one parser for Lua headers, recipe manifests and custom tools.
     pub fn parse(s: &str) -> Option<ParamType> {
         Some(match s {
             "string" => ParamType::String,
@@ -67,6 +71,18 @@ impl ParamType {
             ParamType::Boolean => "boolean",
             ParamType::Object => "object",
             ParamType::Array => "array",
+        }
+    }
+
+    /// A value of this type, to check templates against a tool's schema before anything runs.
+    pub fn sample(self) -> Value {
+        match self {
+            ParamType::String => json!("x"),
+            ParamType::Integer => json!(1),
+            ParamType::Number => json!(1.5),
+            ParamType::Boolean => json!(true),
+            ParamType::Object => json!({}),
+            ParamType::Array => json!([]),
         }
     }
 
@@ -188,10 +204,7 @@ fn bad(line: usize, message: impl Into<String>) -> Error {
     }
 }
 
-fn is_identifier(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+use super::check::is_identifier;
 
 impl Header {
     /// Reads the header of a Lua program.

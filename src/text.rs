@@ -1,0 +1,85 @@
+//! Text a person reads: strings chosen by scripts, agents or file names are shown with their
+//! control characters escaped, so no prompt, preview or error can be made to lie.
+//!
+//! An ESC sequence inside a path could erase or rewrite the lines above an `Allow? [y/N]`
+//! prompt; a newline could fake a second line; a bidirectional override could reverse what is
+//! read. [`escape_controls`] shows each as an escape (`\e`, `\n`, `\x00`, `\u{202e}`) instead.
+
+use std::borrow::Cow;
+
+/// Whether `c` must not reach a terminal raw: C0 and C1 controls, DEL, and the Unicode format
+/// characters that reorder or hide text (bidi overrides and isolates, zero-width marks).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `s` with every control and text-reordering character shown as an escape; borrowed when there
+/// is none (the common case costs one scan).
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\x1b' => out.push_str("\\e"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x100 && is_unsafe(c) => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Like [`escape_controls`] but keeps newlines and tabs: for multi-line text a front door lays
+/// out itself (pretty JSON, reports), where only what could rewrite the screen is escaped.
+pub fn escape_controls_keep_lines(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| is_unsafe(c) && c != '\n' && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for line in s.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        for part in body.split('\t').enumerate() {
+            if part.0 > 0 {
+                out.push('\t');
+            }
+            out.push_str(&escape_controls(part.1));
+        }
+        out.push_str(nl);
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_shown_not_obeyed() {
+        assert!(matches!(escape_controls("a.txt"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_controls("a\x1b[2K\x1b[1A\u{7}\0b\nc"),
+            "a\\e[2K\\e[1A\\x07\\x00b\\nc"
+        );
+        assert_eq!(escape_controls("x\u{202e}y\u{9b}"), "x\\u{202e}y\\x9b");
+        assert_eq!(escape_controls("é ✓"), "é ✓");
+    }
+
+    #[test]
+    fn layout_keeps_its_lines() {
+        assert_eq!(
+            escape_controls_keep_lines("a\n\tb\x1b[2J\n"),
+            "a\n\tb\\e[2J\n"
+        );
+    }
+}
