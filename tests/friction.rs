@@ -363,7 +363,7 @@ fn signals_and_friction_from_the_cli() {
     assert_eq!(sink.received().len(), 1);
     let log = json_out(&lmcp(h, &["friction", "log", "--json"]));
     assert_eq!(log["sent"].as_array().unwrap().len(), 1);
-    let flushed = json_out(&lmcp(h, &["friction", "flush", "--json"]));
+    let flushed = json_out(&lmcp(h, &["friction", "flush", "--json", "--yes"]));
     assert_eq!(flushed["sent"], 0);
     assert!(
         flushed["problems"][0]

@@ -613,3 +613,295 @@ async fn another_process_changing_the_config_is_seen_at_once() {
         "denied"
     );
 }
+
+// ---- A yes covers what was shown, nothing more (programs, plans, prompts, front doors) ----
+
+/// Saves a program through the gate as a person who said yes.
+async fn save(t: &TestHost, tool: &str, args: Value) {
+    common::call_yes(&t.host, tool, args)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+}
+
+/// Runs `tool` in ask mode (a REPL) with these answers; the outcome and what was asked.
+async fn in_ask_mode(
+    t: &TestHost,
+    tool: &str,
+    args: Value,
+    answers: &[Answer],
+) -> (Outcome, Vec<lmcp::gate::ConfirmRequest>) {
+    let confirmer = Arc::new(Scripted::new(answers.iter().copied()));
+    let ctx = CallContext::root(Origin::Repl, ConfirmMode::Ask).with_confirmer(confirmer.clone());
+    let o = t.host.call(CallRequest::new(tool, args, ctx)).await;
+    (o, confirmer.asked())
+}
+
+const SKILL: &str = "---\nname: risky\ndescription: A skill that writes and sends.\n---\nDo it.\n";
+
+/// Each gateway runs a program with a destructive and a send step: one question, up front,
+/// listing both with their effects, and the steps run under that yes, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_yes_shows_every_state_changing_call_of_the_program() {
+    let t = TestHost::new();
+    let steps = json!([{"tool": "probe_destructive", "args": {"n": 1}}, {"tool": "probe_send", "args": {"n": 2}}]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "both", "steps": steps}}),
+    )
+    .await;
+    let lua = "---@uses probe_destructive, probe_send\ntools.probe_destructive{n = 1}\ntools.probe_send{n = 2}\nreturn 1";
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "both lua", "lua": lua}}),
+    )
+    .await;
+    save(
+        &t,
+        "custom_tool_create",
+        json!({"name": "user_both", "description": "d", "lua": lua}),
+    )
+    .await;
+    save(
+        &t,
+        "skill_install",
+        json!({"skill_md": SKILL, "scripts": [{"name": "go.lua", "code": lua}]}),
+    )
+    .await;
+    let rows: Vec<(&str, Value)> = vec![
+        ("recipe_run", json!({"name": "both", "confirm": true})),
+        ("recipe_run", json!({"name": "both lua", "confirm": true})),
+        ("user_both", json!({})),
+        ("skill_call", json!({"skill": "risky", "script": "go"})),
+    ];
+    let mut failures = Vec::new();
+    for (i, (tool, args)) in rows.into_iter().enumerate() {
+        let (o, asked) = in_ask_mode(&t, tool, args.clone(), &[Answer::Yes]).await;
+        let shown: Vec<String> = asked
+            .first()
+            .map(|a| a.calls.iter().map(|c| c.describe()).collect())
+            .unwrap_or_default();
+        let prompt = asked
+            .first()
+            .map(lmcp::gate::render_prompt)
+            .unwrap_or_default();
+        let ok = o.class() == "done"
+            && asked.len() == 1
+            && asked[0].effect == lmcp::registry::Effect::Send
+            && asked[0].destructive
+            && shown.contains(&"probe_destructive (write, destructive)".to_string())
+            && shown.contains(&"probe_send (send)".to_string())
+            && prompt.contains("probe_send (send)")
+            && t.entered.count("probe_destructive") == i + 1
+            && t.entered.count("probe_send") == i + 1;
+        if !ok {
+            failures.push(format!(
+                "{tool} {args}: {} asked {} {shown:?}",
+                o.to_json(),
+                asked.len()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// A per-tool ask grant asks again inside an approved program, and a no stops the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_grant_asks_again_under_an_approved_program() {
+    let t = TestHost::new();
+    let steps = json!([{"tool": "probe_write", "args": {"n": 1}}, {"tool": "probe_destructive", "args": {"n": 2}}]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "two", "steps": steps}}),
+    )
+    .await;
+    t.set_grant("probe_write", Grant::Ask);
+    let args = json!({"name": "two", "confirm": true});
+    let (o, asked) = in_ask_mode(&t, "recipe_run", args.clone(), &[Answer::Yes, Answer::No]).await;
+    assert_eq!(asked.len(), 2, "{}", o.to_json());
+    assert_eq!(asked[1].tool, "probe_write");
+    assert_eq!(o.class(), "failed:step_failed", "{}", o.to_json());
+    assert_eq!(t.entered.count("probe_write"), 0);
+    assert_eq!(t.entered.count("probe_destructive"), 0);
+    // from an MCP-like confirmed run too: the recipe's yes does not cover the ask grant
+    let confirmer = Arc::new(Scripted::new([Answer::Yes]));
+    let ctx =
+        CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(confirmer.clone());
+    let o = t.host.call(CallRequest::new("recipe_run", args, ctx)).await;
+    assert_eq!(confirmer.asked().len(), 2, "{}", o.to_json());
+    assert_eq!(o.class(), "failed:step_failed");
+}
+
+/// A recipe that runs another recipe: its plan shows and hashes the nested write, and the
+/// "nothing changes" hash cannot run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_programs_are_in_the_plan_and_its_hash() {
+    let t = TestHost::new();
+    let inner = json!([{"tool": "probe_write", "args": {"n": 7}}]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "inner", "steps": inner}}),
+    )
+    .await;
+    let lua = "---@uses recipe_run\nreturn tools.recipe_run{name = 'inner', confirm = true}.result";
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "outer", "lua": lua}}),
+    )
+    .await;
+    let plan = common::call_yes(&t.host, "recipe_run", json!({"name": "outer"}))
+        .await
+        .unwrap();
+    let empty = lmcp::gate::plan_hash(&[]);
+    assert_ne!(plan["plan_hash"], json!(empty), "{plan}");
+    assert_eq!(t.entered.count("probe_write"), 0);
+    let e = common::call_yes(
+        &t.host,
+        "recipe_run",
+        json!({"name": "outer", "confirm": true, "plan_hash": empty}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("the plan changed"), "{e}");
+    assert_eq!(t.entered.count("probe_write"), 0);
+    let r = common::call_yes(
+        &t.host,
+        "recipe_run",
+        json!({"name": "outer", "confirm": true, "plan_hash": plan["plan_hash"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(t.entered.count("probe_write"), 1, "{r}");
+}
+
+/// What the plan depends on changes between the preview and the run: nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_changed_between_preview_and_run_does_not_run() {
+    let t = TestHost::new();
+    let ws = t.home().join("data/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("src.txt"), "shown").unwrap();
+    let lua = "---@uses read_file, write_file\nlocal s = tools.read_file{path = 'src.txt'}.content\nreturn tools.write_file{path = 'out.txt', content = s, overwrite = true}";
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "copy", "lua": lua}}),
+    )
+    .await;
+    let plan = common::call_yes(&t.host, "recipe_run", json!({"name": "copy"}))
+        .await
+        .unwrap();
+    std::fs::write(ws.join("src.txt"), "never shown").unwrap();
+    let e = common::call_yes(
+        &t.host,
+        "recipe_run",
+        json!({"name": "copy", "confirm": true, "plan_hash": plan["plan_hash"]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("the plan changed"), "{e}");
+    assert!(!ws.join("out.txt").exists());
+}
+
+/// A plan stops at its first failed step and has no hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_stops_at_a_failed_step() {
+    let t = TestHost::new();
+    let steps = json!([
+        {"tool": "read_file", "args": {"path": "missing.txt"}},
+        {"tool": "probe_write", "args": {"n": 1}}
+    ]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "fails", "steps": steps}}),
+    )
+    .await;
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed);
+    let o = t
+        .host
+        .call(CallRequest::new(
+            "recipe_run",
+            json!({"name": "fails"}),
+            ctx,
+        ))
+        .await;
+    assert_eq!(o.class(), "failed:step_failed", "{}", o.to_json());
+    assert_eq!(o.exit_code(), 1);
+    assert!(!o.to_json().to_string().contains("plan_hash"));
+    assert!(!o.to_json().to_string().contains("probe_write"));
+}
+
+/// A path with ESC, BEL and NUL is shown escaped in the prompt, never raw.
+#[tokio::test]
+async fn a_prompt_shows_control_characters_escaped() {
+    let t = TestHost::new();
+    let path = "a\u{1b}[2K\u{1b}[1A\u{7}\u{0}b.txt";
+    let (o, asked) = in_ask_mode(
+        &t,
+        "write_file",
+        json!({"path": path, "content": "x"}),
+        &[Answer::No],
+    )
+    .await;
+    assert_eq!(o.class(), "denied");
+    let prompt = lmcp::gate::render_prompt(&asked[0]);
+    for raw in ['\u{1b}', '\u{7}', '\u{0}'] {
+        assert!(!prompt.contains(raw), "{prompt:?}");
+    }
+    assert!(
+        prompt.contains("\\e[2K") || prompt.contains("\\u001b[2K"),
+        "{prompt:?}"
+    );
+}
+
+/// `lmcp run x.json` is a recipe_run call: a deny on recipe_run stops it.
+#[test]
+fn lmcp_run_of_a_manifest_goes_through_the_gate() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let file = h.join("r.json");
+    std::fs::write(
+        &file,
+        json!({"name": "r", "steps": [{"tool": "write_file", "args": {"path": "x.txt", "content": "x"}}]}).to_string(),
+    )
+    .unwrap();
+    common::lmcp_ok(h, &["grants", "deny", "recipe_run"]);
+    let out = common::lmcp(h, &["run", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!h.join("data/workspace/x.txt").exists());
+}
+
+/// `lmcp skill config` goes through the gate like every call: under an ask grant with nobody
+/// to ask, it is not run.
+#[test]
+fn skill_config_asks_under_an_ask_grant() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dir = h.join("pkg");
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: cfg\ndescription: d\nconfig:\n  greeting:\n    type: text\n---\nx\n",
+    )
+    .unwrap();
+    common::lmcp_ok(h, &["skill", "install", dir.to_str().unwrap(), "--yes"]);
+    common::lmcp_ok(h, &["grants", "ask", "skill_config"]);
+    let out = common::lmcp(h, &["skill", "config", "cfg", "greeting=hi"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::lmcp_ok(h, &["skill", "config", "cfg", "greeting=hi", "--yes"]);
+}

@@ -43,6 +43,7 @@ fn run_scenarios(mode: &str) {
         "cancel",
         "progress",
         "elicitation",
+        "one yes for a recipe",
     ] {
         assert!(
             stdout.contains(&format!("{scenario} ok")),

@@ -111,3 +111,18 @@ fn a_session_end_to_end() {
     let history = std::fs::read_to_string(home.path().join("data/repl_history.txt")).unwrap();
     assert!(history.contains("total * 100"), "{history}");
 }
+
+/// `/confirm yes` confirms state-changing calls, but a grant that says ask still asks.
+#[test]
+fn confirm_yes_still_asks_under_an_ask_grant() {
+    let home = tempfile::tempdir().unwrap();
+    common::lmcp_ok(home.path(), &["grants", "ask", "write_file"]);
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+    cmd(&mut p, "/confirm yes", "ask grants still ask", main);
+    p.send_line("tools.write_file{path = 'a.txt', content = 'x'}")
+        .unwrap();
+    p.exp_string("Allow? [y/N]").expect("the ask grant asks");
+    cmd(&mut p, "n", "declined", main);
+    assert!(!home.path().join("data/workspace/a.txt").exists());
+}

@@ -171,6 +171,23 @@ function tools.custom_tool_delete(args) end
 ---@return any
 function tools.custom_tool_list(args) end
 
+---@class friction_flush_args
+---@field force? boolean Ignore the backoff and try every waiting report now
+---Send the anonymous friction reports that are due (all of them with force: true); reports that
+---cannot be sent wait with backoff. Nothing is sent when anonymous signals are off. Returns {sent,
+---waiting, problems}.
+---effect: send
+---@param args? friction_flush_args
+---@return any
+function tools.friction_flush(args) end
+
+---@class friction_log_args
+---Every anonymous friction report sent or waiting, exactly as sent or to be sent: {sent, waiting}.
+---effect: read
+---@param args? friction_log_args
+---@return any
+function tools.friction_log(args) end
+
 ---@class get_datetime_args
 ---@class get_datetime_result
 ---@field date string

@@ -239,6 +239,9 @@ pub enum FrictionCommand {
         /// Ignore the backoff and try every waiting report now.
         #[arg(long)]
         force: bool,
+        /// Send without asking (a send asks under the default grant).
+        #[arg(short, long)]
+        yes: bool,
     },
     /// Show exactly the payloads sent or waiting, as JSON.
     Log,
@@ -315,12 +318,9 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if json {
-                println!(
-                    "{}",
-                    json!({"error": {"class": e.class(), "message": e.to_string()}})
-                );
+                println!("{}", json!({"error": crate::program::error_json(&e)}));
             } else {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", shown(&e.to_string()));
             }
             ExitCode::from(e.exit_code())
         }
@@ -400,24 +400,23 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Signals { action } => {
             signals(host, action.unwrap_or(SignalsCommand::Status), json)
         }
-        Command::Friction(FrictionCommand::Flush { force }) => {
-            let h = Arc::clone(host);
-            let report =
-                tokio::task::spawn_blocking(move || crate::tools::friction::flush(&h, force))
-                    .await
-                    .map_err(|e| Error::Usage(e.to_string()))??;
-            let value = serde_json::to_value(&report).unwrap_or_default();
-            emit(json, &value, || {
-                let mut s = format!("sent {}, waiting {}\n", report.sent, report.waiting);
-                for p in &report.problems {
-                    s.push_str(&format!("  {p}\n"));
+        Command::Friction(FrictionCommand::Flush { force, yes }) => {
+            let report = gated(host, "friction_flush", json!({"force": force}), yes, false)
+                .await
+                .into_result()?;
+            emit(json, &report, || {
+                let mut s = format!("sent {}, waiting {}\n", report["sent"], report["waiting"]);
+                for p in report["problems"].as_array().into_iter().flatten() {
+                    s.push_str(&format!("  {}\n", p.as_str().unwrap_or("")));
                 }
                 s
             });
             Ok(0)
         }
         Command::Friction(FrictionCommand::Log) => {
-            let log = crate::tools::friction::log(host)?;
+            let log = gated(host, "friction_log", json!({}), false, false)
+                .await
+                .into_result()?;
             let text = serde_json::to_string_pretty(&log).unwrap_or_default();
             emit(json, &log, || text);
             Ok(0)
@@ -801,14 +800,25 @@ fn render_outcome(outcome: &Outcome, json: bool) {
             ),
         },
         Outcome::Preview(p) => {
-            println!("preview (nothing was done): {}", p.summary);
+            println!("preview (nothing was done): {}", shown(&p.summary));
         }
-        Outcome::Denied { tool, reason } => eprintln!("denied: `{tool}`: {reason}"),
+        Outcome::Denied { tool, reason } => {
+            eprintln!("denied: `{}`: {}", shown(tool), shown(reason))
+        }
         Outcome::NeedsConfirmation { tool, reason } => {
-            eprintln!("not run: `{tool}` needs confirmation: {reason}")
+            eprintln!(
+                "not run: `{}` needs confirmation: {}",
+                shown(tool),
+                shown(reason)
+            )
         }
-        Outcome::Failed(e) => eprintln!("error: {e}"),
+        Outcome::Failed(e) => eprintln!("error: {}", shown(&e.to_string())),
     }
+}
+
+/// A message for people: lines kept, anything that could rewrite the terminal escaped.
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::escape_controls_keep_lines(text)
 }
 
 /// Checks a grant key: a registered tool, an effect, or `destructive`.

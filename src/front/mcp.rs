@@ -38,6 +38,7 @@ use crate::gate::{
 };
 use crate::host::Host;
 use crate::registry::Profile;
+use crate::text::escape_controls;
 
 /// The environment variable that adds output schemas to the tool list (the seed's opt-in).
 pub const OUTPUT_SCHEMAS_VAR: &str = "LMCP_OUTPUT_SCHEMAS";
@@ -120,15 +121,17 @@ fn can_elicit(ctx: &RequestContext<RoleServer>) -> bool {
 
 /// The question a person sees in the client, and the form it answers with.
 fn elicitation_params(asked: &ConfirmRequest) -> Value {
+    let calls = crate::gate::calls_line(&asked.calls);
     json!({
         "mode": "form",
         "message": format!(
-            "Allow lmcp to run {} ({}{})? {} — {}",
-            asked.tool,
+            "Allow lmcp to run {} ({}{})? {} — {}{}",
+            escape_controls(&asked.tool),
             asked.effect,
             if asked.destructive { ", destructive" } else { "" },
-            asked.summary,
-            asked.why
+            escape_controls(&asked.summary),
+            escape_controls(&asked.why),
+            if calls.is_empty() { String::new() } else { format!(". {}", calls.trim()) }
         ),
         "requestedSchema": {
             "type": "object",
@@ -181,10 +184,9 @@ impl Confirmer for ElicitingConfirmer {
 /// Records what would have been asked, to ask it through an input-required result instead
 /// (2026-07-28); with `approved`, answers yes to exactly that question.
 ///
-/// Limitation: the client retries the whole call, so a program whose *later* step needs a yes
-/// runs its earlier steps again on the retry (the handshake era asks in place instead). Steps
-/// that need a yes are usually the first state-changing ones, but a recipe mixing several `ask`
-/// grants should be run with an `allow` grant or from a client of the handshake era.
+/// A program is asked about once, before anything runs (the gate works out its calls first), so
+/// the retry starts the program from the beginning with nothing done yet. A per-tool `ask`
+/// grant on a step asks again on its own, by design.
 struct DeferringConfirmer {
     asked: Mutex<Option<ConfirmRequest>>,
     approved: Option<ConfirmRequest>,

@@ -381,7 +381,8 @@ pub fn render_report(report: &Value, rerun: &str) -> String {
             ));
         }
     }
-    out
+    // Names, summaries and output come from programs: shown, never obeyed.
+    crate::text::escape_controls_keep_lines(&out).into_owned()
 }
 
 fn render_import(report: &Value) -> String {

@@ -14,6 +14,7 @@ use crate::program::header::Header;
 use crate::program::{Body, LuaBody, Program, error_json, run_lua};
 use crate::registry::Capabilities;
 use crate::script::Output;
+use crate::text::escape_controls;
 
 /// Runs a script file; the exit code.
 pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8> {
@@ -75,6 +76,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         }
         Err(failure) => {
             if !failure.previews.is_empty() {
+                // previews first, then the error (printed by main, escaped)
                 eprint!("{}", render(&Value::Null, &failure.previews));
             }
             return Err(failure.error);
@@ -112,7 +114,12 @@ fn render(value: &Value, previews: &[Preview]) -> String {
             previews.len()
         ));
         for p in previews {
-            out.push_str(&format!("  {} ({}): {}\n", p.tool, p.effect, p.summary));
+            out.push_str(&format!(
+                "  {} ({}): {}\n",
+                escape_controls(&p.tool),
+                p.effect,
+                escape_controls(&p.summary)
+            ));
         }
     }
     out

@@ -237,11 +237,11 @@ impl CallContext {
     }
 
     /// Limits every call made in this context (and below it) to what `program` declared it may
-    /// call. Restrictions only accumulate: a nested program cannot lift its parent's.
+    /// call. A program is only ever reached through a call its parent's restriction allowed (a
+    /// gateway or workflow it declared), so inside it its own declaration is what holds: it can
+    /// call nothing its parent did not let it be called for, and no more than it declared.
     pub fn restricted(mut self, program: &str, capabilities: Capabilities) -> Self {
-        let mut r = (*self.restrictions).clone();
-        r.push((program.to_string(), capabilities));
-        self.restrictions = Arc::new(r);
+        self.restrictions = Arc::new(vec![(program.to_string(), capabilities)]);
         self
     }
 

@@ -288,6 +288,9 @@ pub async fn run(
 ) -> Result<RunReport> {
     let params = program.header().bind(given)?;
     let parent = ctx.plan().cloned();
+    let ctx = &ctx
+        .clone()
+        .restricted(&program.name, program.capabilities.clone());
     match mode {
         RunMode::AsCalled => {
             let plan = Plan::new(parent);

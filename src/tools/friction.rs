@@ -413,6 +413,53 @@ pub fn flush(host: &Host, force: bool) -> Result<FlushReport> {
     Ok(report)
 }
 
+/// `friction_flush`: sends the waiting reports through the gate's send grant, like any send.
+pub fn flush_spec() -> ToolSpec {
+    ToolSpec::new(
+        "friction_flush",
+        "Send waiting friction reports",
+        "Send the anonymous friction reports that are due (all of them with force: true); reports \
+         that cannot be sent wait with backoff. Nothing is sent when anonymous signals are off. \
+         Returns {sent, waiting, problems}.",
+        json!({
+            "type": "object",
+            "properties": {"force": {"type": "boolean", "default": false, "description": "Ignore the backoff and try every waiting report now"}},
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Send, Annotations::changing(false, false, true))
+    .profile(crate::registry::Profile::Full)
+    .summary(|a| format!("send the waiting friction reports{}", if a["force"] == json!(true) { " (all of them)" } else { "" }))
+}
+
+/// The `friction_flush` handler.
+pub fn flush_handler() -> Handler {
+    handler(|inv| async move {
+        let force = inv.args["force"].as_bool().unwrap_or(false);
+        let host = inv.host;
+        let report = tokio::task::spawn_blocking(move || flush(&host, force))
+            .await
+            .map_err(|e| Error::tool("friction_flush", e.to_string()))??;
+        Ok(serde_json::to_value(report).unwrap_or_default())
+    })
+}
+
+/// `friction_log`: every payload sent or waiting, as a read tool.
+pub fn log_spec() -> ToolSpec {
+    ToolSpec::new(
+        "friction_log",
+        "Show friction reports",
+        "Every anonymous friction report sent or waiting, exactly as sent or to be sent: {sent, waiting}.",
+        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+    )
+    .profile(crate::registry::Profile::Full)
+}
+
+/// The `friction_log` handler.
+pub fn log_handler() -> Handler {
+    handler(|inv| async move { log(&inv.host) })
+}
+
 /// Every payload sent or waiting, exactly as sent or to be sent.
 pub fn log(host: &Host) -> Result<Value> {
     let waiting: Vec<Value> = read_outbox(host)?

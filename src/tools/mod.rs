@@ -32,6 +32,8 @@ pub fn register_builtins(registry: &Registry) -> Result<()> {
     registry.register_builtin(files::list_spec(), files::list_handler())?;
     registry.register_builtin(command::spec(), command::handler_fn())?;
     registry.register_builtin(friction::spec(), friction::handler_fn())?;
+    registry.register_builtin(friction::flush_spec(), friction::flush_handler())?;
+    registry.register_builtin(friction::log_spec(), friction::log_handler())?;
     registry.register_builtin(pdf::spec(), pdf::handler_fn())?;
     for (spec, handler) in assets::tools() {
         registry.register_builtin(spec, handler)?;

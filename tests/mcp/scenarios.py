@@ -264,8 +264,30 @@ async def elicitation() -> None:
     print("elicitation ok")
 
 
+async def one_yes_for_a_recipe() -> None:
+    # A recipe with two steps that each need a yes (destructive: the default grant asks). The
+    # question is asked once, up front, listing both; then each step runs exactly once.
+    counter = HOME / f"steps-{MODE}.txt"
+    step = {"tool": "run_command", "args": {"program": "sh", "args": ["-c", f"echo x >> '{counter}'"]}}
+    manifest = {"name": f"two asks {MODE}", "steps": [step, step]}
+    asked: list[str] = []
+
+    async def count(_ctx, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"allow": True})
+
+    async with Client(server(), mode=MODE, elicitation_callback=count) as client:
+        r = await client.call_tool("recipe_run", {"manifest": manifest, "confirm": True})
+        check(not r.is_error, str(r))
+    check(len(asked) == 1, f"asked once, up front: {asked}")
+    check("run_command" in asked[0], f"the question lists the calls: {asked[0]}")
+    check(counter.read_text() == "x\nx\n", f"each step ran once: {counter.read_text()!r}")
+    print("one yes for a recipe ok")
+
+
 async def main() -> None:
-    for scenario in [listing, calls, custom_tools, saved_elsewhere, cancel, progress, elicitation]:
+    for scenario in [listing, calls, custom_tools, saved_elsewhere, cancel, progress, elicitation,
+                     one_yes_for_a_recipe]:
         await scenario()
 
 
