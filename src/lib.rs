@@ -7,13 +7,14 @@
 //! | module       | its job                                                                  |
 //! |--------------|--------------------------------------------------------------------------|
 //! | [`host`]     | `Host`: config + store + registry + gate; `Host::call`, the one way in    |
-//! | [`gate`]     | the gate's stages, call context, confirmation, the history ring          |
+//! | [`gate`]     | the gate's stages, call context, confirmation, approvals, plans, history |
 //! | [`registry`] | `ToolSpec` (schema, effect, kind, profile, annotations, availability)    |
 //! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
 //! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
 //! | [`script`]   | the Lua engine: sandboxed VM, limits, the `tools` bridge, stdlib          |
-//! | [`library`]  | saved programs: custom tools, recipes, skills (stores, checks, tools)    |
-//! | [`program`]  | what programs share: the header (name, params, timeout, uses)            |
+//! | [`library`]  | saved programs: custom tools, recipes, skills (formats, stores, tools)   |
+//! | [`program`]  | `Program` (params, capabilities, steps or Lua), its scope and effect,   |
+//! |              | the one check, the header, and one runner per engine                     |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command,        |
 //! |              | friction reports, workspaces and assets, `build_image_pdf`                |
 //! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`  |
