@@ -233,3 +233,39 @@ async fn imports_side_by_side_get_distinct_ids_and_leave_no_temp_files() {
         .unwrap();
     assert_eq!(listed["assets"].as_array().unwrap().len(), 6);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_is_deleted_through_the_gate_whole() {
+    let t = common::TestHost::new();
+    let ws = common::call_yes(
+        &t.host,
+        "workspace_create",
+        serde_json::json!({"name": "scratch"}),
+    )
+    .await
+    .unwrap();
+    let id = ws["workspace_id"].as_str().unwrap().to_string();
+    let args = serde_json::json!({"workspace_id": id});
+    // destructive: under the default grant a person must say yes
+    let ctx = lmcp::CallContext::root(lmcp::Origin::Cli, lmcp::ConfirmMode::Confirmed);
+    let o = t
+        .host
+        .call(lmcp::CallRequest::new(
+            "workspace_delete",
+            args.clone(),
+            ctx,
+        ))
+        .await;
+    assert_eq!(o.class(), "needs_confirmation");
+    common::call_yes(&t.host, "workspace_delete", args.clone())
+        .await
+        .unwrap();
+    let list = common::call_yes(&t.host, "workspace_list", serde_json::json!({}))
+        .await
+        .unwrap();
+    assert_eq!(list["workspaces"], serde_json::json!([]));
+    let e = common::call_yes(&t.host, "workspace_delete", args)
+        .await
+        .unwrap_err();
+    assert!(e.contains("there is no workspace"), "{e}");
+}

@@ -116,3 +116,21 @@ async fn results_meet_their_output_schemas() {
         assert!(errors.is_empty(), "{name}: {errors:?} in {result}");
     }
 }
+
+/// Front doors reach tools only through the gate: nothing under `src/front/` names a tool
+/// module (`crate::tools`), so no handler or tool function can be called around the gate.
+#[test]
+fn front_doors_import_nothing_from_the_tools() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/front");
+    let mut offenders = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("crate::tools") || line.contains("lmcp::tools") {
+                offenders.push(format!("{}:{}: {line}", path.display(), i + 1));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "\n{}", offenders.join("\n"));
+}

@@ -439,6 +439,14 @@ function tools.skill_remove(args) end
 ---@return workspace_create_result
 function tools.workspace_create(args) end
 
+---@class workspace_delete_args
+---@field workspace_id string
+---Delete a workspace with its imported assets and built documents. It cannot be undone.
+---effect: write (destructive)
+---@param args workspace_delete_args
+---@return any
+function tools.workspace_delete(args) end
+
 ---@class workspace_list_args
 ---List the workspaces: id, name, when created, how many assets.
 ---effect: read

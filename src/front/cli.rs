@@ -1106,7 +1106,7 @@ fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> Result<u8> {
         }
         SignalsCommand::Endpoint { url, clear } => {
             if let Some(u) = &url {
-                crate::tools::friction::check_endpoint(u)?;
+                crate::config::check_endpoint(u)?;
             } else if !clear {
                 return Err(Error::Usage(
                     "give a URL, or --clear to remove the endpoint".into(),

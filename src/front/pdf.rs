@@ -17,7 +17,6 @@ use super::cli::{emit, gated};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::store;
-use crate::tools::assets;
 
 /// `lmcp pdf ...`
 #[derive(Debug, Args)]
@@ -82,7 +81,7 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
         Ok(b) => b,
         Err(e) => {
             // Nothing in a failed scratch workspace is worth keeping.
-            remove_scratch(host, scratch.as_deref());
+            remove_scratch(host, scratch.as_deref()).await;
             return Err(e);
         }
     };
@@ -101,7 +100,7 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
         value["output_directory"] = json!(dir.display().to_string());
         // The results are where the person asked for them: the scratch workspace (a copy of
         // every image and its prepared planes) would only take up room.
-        remove_scratch(host, scratch.as_deref());
+        remove_scratch(host, scratch.as_deref()).await;
     }
     emit(json, &value, || {
         format!(
@@ -114,10 +113,20 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     Ok(0)
 }
 
-/// Removes the scratch workspace `lmcp pdf` made, if it made one.
-fn remove_scratch(host: &Host, workspace_id: Option<&str>) {
-    if let Some(dir) = workspace_id.and_then(|id| assets::workspace_dir(host, id).ok()) {
-        let _ = std::fs::remove_dir_all(dir);
+/// Removes the scratch workspace `lmcp pdf` made, if it made one, through the gate.
+async fn remove_scratch(host: &Arc<Host>, workspace_id: Option<&str>) {
+    if let Some(id) = workspace_id {
+        let outcome = gated(
+            host,
+            "workspace_delete",
+            json!({"workspace_id": id}),
+            true,
+            false,
+        )
+        .await;
+        if let Err(e) = outcome.into_result() {
+            host.warn(format!("the scratch workspace {id} was kept: {e}"));
+        }
     }
 }
 

@@ -113,6 +113,15 @@ pub fn create(host: &Host, name: &str) -> Result<Workspace> {
     Ok(ws)
 }
 
+/// Deletes a workspace and everything in it. It is renamed aside first, so a delete cut short
+/// leaves no half-workspace that still looks valid.
+pub fn delete(host: &Host, id: &str) -> Result<()> {
+    let dir = workspace_dir(host, id)?;
+    let aside = root(host).join(format!(".deleting-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::rename(&dir, &aside).map_err(|e| Error::io(&dir, e))?;
+    std::fs::remove_dir_all(&aside).map_err(|e| Error::io(&aside, e))
+}
+
 /// Every workspace, newest last.
 pub fn list(host: &Host) -> Result<Vec<Value>> {
     let mut out = Vec::new();
@@ -270,6 +279,21 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             handler(|inv| async move {
                 let ws = create(&inv.host, inv.args["name"].as_str().unwrap_or(""))?;
                 Ok(json!({"workspace_id": ws.workspace_id, "name": ws.name}))
+            }),
+        ),
+        (
+            ToolSpec::new(
+                "workspace_delete",
+                "Delete a workspace",
+                "Delete a workspace with its imported assets and built documents. It cannot be undone.",
+                json!({"type": "object", "properties": {"workspace_id": {"type": "string", "format": "uuid"}}, "required": ["workspace_id"], "additionalProperties": false}),
+            )
+            .effect(Effect::Write, Annotations::changing(true, true, false))
+            .summary(|a| format!("delete the workspace {}", a["workspace_id"].as_str().unwrap_or("?"))),
+            handler(|inv| async move {
+                let id = inv.args["workspace_id"].as_str().unwrap_or("").to_string();
+                delete(&inv.host, &id)?;
+                Ok(json!({"deleted": id}))
             }),
         ),
         (

@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use crate::config::check_endpoint;
 use crate::error::{Error, Result};
 use crate::gate::HistoryEntry;
 use crate::host::Host;
@@ -229,34 +230,6 @@ pub fn build_payload(host: &Host, args: &Value) -> Result<Value> {
         payload["tool"] = t;
     }
     Ok(payload)
-}
-
-/// Checks an endpoint: HTTPS anywhere, plain HTTP only on loopback.
-pub fn check_endpoint(url: &str) -> Result<()> {
-    let lower = url.to_ascii_lowercase();
-    if lower.starts_with("https://") && url.len() > "https://".len() {
-        return Ok(());
-    }
-    if let Some(rest) = lower.strip_prefix("http://") {
-        let host = rest.split(['/', '?']).next().unwrap_or("");
-        let host = if host.starts_with('[') {
-            host.split(']')
-                .next()
-                .map(|h| format!("{h}]"))
-                .unwrap_or_default()
-        } else {
-            host.split(':').next().unwrap_or("").to_string()
-        };
-        let loopback_ip = host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback());
-        if matches!(host.as_str(), "localhost" | "[::1]") || loopback_ip {
-            return Ok(());
-        }
-    }
-    Err(Error::Usage(format!(
-        "`{url}` is not allowed: use an https:// URL, or http:// only on loopback (127.0.0.1, localhost, [::1])"
-    )))
 }
 
 /// POSTs one payload; the reason on failure.
