@@ -224,6 +224,16 @@ impl Error {
         }
     }
 
+    /// The one JSON shape of an error, used in results, reports and `--json` output:
+    /// `{class, message}` plus `details` when the error has them.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"class": self.class(), "message": self.to_string()});
+        if let Some(d) = self.details() {
+            v["details"] = d;
+        }
+        v
+    }
+
     /// Structured details for machine readers (MCP results, `--json`): the completed steps of a
     /// failed program.
     pub fn details(&self) -> Option<serde_json::Value> {

@@ -314,6 +314,17 @@ async fn a_failing_middle_step_returns_the_completed_steps() {
         0,
         "steps after the failure never run"
     );
+    // Lua sees the same details on the error it catches
+    let lua = "local ok, e = pcall(tools.user_three, {bad = '1/0'})\nreturn {e.code, e.details.failed_step.id, e.details.completed_steps[1].id}";
+    let out = common::run_lua(
+        &t.host,
+        lua,
+        ConfirmMode::Confirmed,
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.value, json!(["step_failed", "middle", "first"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -318,7 +318,7 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if json {
-                println!("{}", json!({"error": crate::program::error_json(&e)}));
+                println!("{}", json!({"error": e.to_json()}));
             } else {
                 eprintln!("error: {}", shown(&e.to_string()));
             }

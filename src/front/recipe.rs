@@ -233,11 +233,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             let code = outcome.exit_code();
             match outcome.into_result() {
                 Ok(v) => emit(json, &v, || format!("deleted \"{name}\"")),
-                Err(e) if json => emit(
-                    true,
-                    &json!({"error": {"class": e.class(), "message": e.to_string()}}),
-                    String::new,
-                ),
+                Err(e) if json => emit(true, &json!({"error": e.to_json()}), String::new),
                 Err(e) => eprintln!("error: {e}"),
             }
             Ok(code)

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::gate::{CallContext, Origin, Preview};
 use crate::host::Host;
 use crate::program::header::Header;
-use crate::program::{Body, LuaBody, Program, error_json, run_lua};
+use crate::program::{Body, LuaBody, Program, run_lua};
 use crate::registry::Capabilities;
 use crate::script::Output;
 use crate::text::escape_controls;
@@ -67,7 +67,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
             let e = &failure.error;
             let value = json!({
                 "outcome": "failed",
-                "error": error_json(e),
+                "error": e.to_json(),
                 "previews": failure.previews,
                 "output": failure.output,
             });

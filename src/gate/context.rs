@@ -389,16 +389,7 @@ impl Outcome {
             Outcome::NeedsConfirmation { tool, reason } => {
                 json!({"outcome": "needs_confirmation", "tool": tool, "reason": reason})
             }
-            Outcome::Failed(e) => {
-                let mut v = json!({
-                    "outcome": "failed",
-                    "error": {"class": e.class(), "message": e.to_string()},
-                });
-                if let Some(d) = e.details() {
-                    v["error"]["details"] = d;
-                }
-                v
-            }
+            Outcome::Failed(e) => json!({"outcome": "failed", "error": e.to_json()}),
         }
     }
 }

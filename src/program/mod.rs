@@ -164,15 +164,5 @@ impl Program {
     }
 }
 
-/// The one error → JSON shape used in results, reports and `--json` output: `{class, message}`
-/// plus `details` when the error has them.
-pub fn error_json(e: &crate::error::Error) -> Value {
-    let mut v = serde_json::json!({"class": e.class(), "message": e.to_string()});
-    if let Some(d) = e.details() {
-        v["details"] = d;
-    }
-    v
-}
-
 pub use lua::run_lua;
 pub use steps::{RunReport, run};

@@ -13,6 +13,7 @@ const GLOBALS: &str = r#"---@class ToolError
 ---@field code string       error class: denied, needs_confirmation, invalid_args, tool_error, ...
 ---@field message string    what went wrong and how to fix it
 ---@field tool string       the tool that was called
+---@field details? table     for a failed program: failed_step and completed_steps
 
 ---@class Preview
 ---@field preview true

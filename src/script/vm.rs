@@ -444,7 +444,8 @@ fn lua_error(e: mlua::Error, memory_limit: usize) -> Error {
     }
 }
 
-/// The error table a failed tool call raises: `{code=, message=, tool=}`.
+/// The error table a failed tool call raises: `{code=, message=, tool=}` (and `details=` when
+/// the error has them).
 fn error_table(lua: &Lua, code: &str, message: &str, tool: &str) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("code", code)?;
@@ -674,7 +675,12 @@ fn call_tool(
         Outcome::Failed(e) => {
             // An interrupted run must stop, not hand the script a catchable tool error.
             s.check()?;
-            fail(e.class(), &e.to_string())
+            let t = error_table(lua, e.class(), &e.to_string(), name)?;
+            if let Some(d) = e.details() {
+                // The completed steps of a failed program: a script can inspect side effects.
+                t.raw_set("details", convert::to_lua(lua, &d)?)?;
+            }
+            Ok((false, Value::Table(t)))
         }
     }
 }
