@@ -145,27 +145,36 @@ pub struct Config {
 impl Config {
     /// The grant that applies to a tool, and where it came from (for people and `grants list`).
     ///
-    /// Order: a rule for the tool's name; then, for destructive tools, the `destructive` rule
-    /// (default ask); then the rule for its effect; then the built-in default for the effect
-    /// (read and write allow, send ask).
+    /// A rule for the tool's name wins. Otherwise the rule for its effect applies (built-in
+    /// defaults: read and write allow, send ask), and for a destructive tool also the
+    /// `destructive` rule (default ask): the stricter of the two wins.
     pub fn grant_for(&self, tool: &str, effect: Effect, destructive: bool) -> (Grant, String) {
         if let Some(g) = self.grants.get(tool) {
             return (*g, format!("grant for `{tool}`"));
         }
-        if destructive {
-            let g = self
-                .grants
-                .get(DESTRUCTIVE_KEY)
-                .copied()
-                .unwrap_or(Grant::Ask);
-            return (g, "grant for destructive tools".to_string());
-        }
         let key = effect.as_str();
-        let g = self.grants.get(key).copied().unwrap_or(match effect {
+        let by_effect = self.grants.get(key).copied().unwrap_or(match effect {
             Effect::Read | Effect::Write => Grant::Allow,
             Effect::Send => Grant::Ask,
         });
-        (g, format!("grant for {key} tools"))
+        let by_effect = (by_effect, format!("grant for {key} tools"));
+        if !destructive {
+            return by_effect;
+        }
+        // Both rules apply to a destructive tool: the stricter one wins, so `deny write` also
+        // stops destructive writes.
+        let by_destructive = (
+            self.grants
+                .get(DESTRUCTIVE_KEY)
+                .copied()
+                .unwrap_or(Grant::Ask),
+            "grant for destructive tools".to_string(),
+        );
+        if by_effect.0 > by_destructive.0 {
+            by_effect
+        } else {
+            by_destructive
+        }
     }
 }
 
@@ -244,15 +253,21 @@ mod tests {
     }
 
     #[test]
-    fn tool_rule_beats_destructive_beats_effect() {
+    fn tool_rule_beats_the_stricter_of_destructive_and_effect() {
         let mut c = Config::default();
         c.grants.insert("write".into(), Grant::Deny);
         c.grants.insert(DESTRUCTIVE_KEY.into(), Grant::Allow);
         assert_eq!(c.grant_for("w", Effect::Write, false).0, Grant::Deny);
-        assert_eq!(c.grant_for("w", Effect::Write, true).0, Grant::Allow);
-        c.grants.insert("w".into(), Grant::Ask);
+        // `deny write` stops destructive writes too, whatever the destructive rule says
+        assert_eq!(c.grant_for("w", Effect::Write, true).0, Grant::Deny);
+        // a send stays ask (its default) even when destructive tools are allowed
+        assert_eq!(c.grant_for("s", Effect::Send, true).0, Grant::Ask);
+        c.grants.insert("write".into(), Grant::Allow);
+        c.grants.insert(DESTRUCTIVE_KEY.into(), Grant::Ask);
+        assert_eq!(c.grant_for("w", Effect::Write, true).0, Grant::Ask);
+        c.grants.insert("w".into(), Grant::Allow);
         let (g, why) = c.grant_for("w", Effect::Write, true);
-        assert_eq!(g, Grant::Ask);
+        assert_eq!(g, Grant::Allow);
         assert!(why.contains("`w`"));
     }
 

@@ -165,20 +165,35 @@ fn completed_note(completed: &[serde_json::Value]) -> String {
     if completed.is_empty() {
         return "; no step had completed".to_string();
     }
-    let names: Vec<String> = completed
-        .iter()
-        .map(|c| {
-            format!(
-                "{} ({})",
-                c["id"].as_str().unwrap_or("?"),
-                c["tool"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
-    format!(
-        "; completed before it: {} — check their effects before retrying",
-        names.join(", ")
-    )
+    let named = |previewed: bool| -> Vec<String> {
+        completed
+            .iter()
+            .filter(|c| (c["status"] == "previewed") == previewed)
+            .map(|c| {
+                format!(
+                    "{} ({})",
+                    c["id"].as_str().unwrap_or("?"),
+                    c["tool"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    };
+    let (done, previewed) = (named(false), named(true));
+    let mut out = String::new();
+    if !done.is_empty() {
+        out.push_str(&format!(
+            "; completed before it: {} — check their effects before retrying",
+            done.join(", ")
+        ));
+    }
+    if !previewed.is_empty() {
+        out.push_str(&format!(
+            "; only previewed before it (nothing changed): {} — in a plan, a step that reads what \
+             a previewed step would write fails",
+            previewed.join(", ")
+        ));
+    }
+    out
 }
 
 impl Error {

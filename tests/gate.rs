@@ -905,3 +905,103 @@ fn skill_config_asks_under_an_ask_grant() {
     );
     common::lmcp_ok(h, &["skill", "config", "cfg", "greeting=hi", "--yes"]);
 }
+
+/// A plan shows every state-changing call, nested programs' too; a nested failure a script
+/// catches still fails the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_shows_nested_calls_and_fails_with_a_nested_failure() {
+    let t = TestHost::new();
+    let user = "---@uses probe_write\ntools.probe_write{n = 5}\nreturn 1";
+    save(
+        &t,
+        "custom_tool_create",
+        json!({"name": "user_wr", "description": "writes", "lua": user}),
+    )
+    .await;
+    let lua = "---@uses user_wr\ntools.user_wr{}\nreturn 1";
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "via user", "lua": lua}}),
+    )
+    .await;
+    let plan = common::call_yes(&t.host, "recipe_run", json!({"name": "via user"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        plan["calls"],
+        json!([{"tool": "probe_write", "args": {"n": 5}}]),
+        "{plan}"
+    );
+    let failing = json!([{"tool": "probe_write", "args": {"n": 1}}, {"tool": "read_file", "args": {"path": "nope.txt"}}]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "fail", "steps": failing}}),
+    )
+    .await;
+    let lua = "---@uses recipe_run, probe_write\npcall(function() return tools.recipe_run{name = 'fail', confirm = true} end)\ntools.probe_write{n = 2}\nreturn 1";
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "catches", "lua": lua}}),
+    )
+    .await;
+    let e = common::call_yes(&t.host, "recipe_run", json!({"name": "catches"}))
+        .await
+        .unwrap_err();
+    assert!(e.contains("failed inside a nested program"), "{e}");
+    assert_eq!(t.entered.count("probe_write"), 0);
+}
+
+/// `deny write` stops destructive write tools too, and gateways running them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_write_stops_destructive_writes_and_their_gateways() {
+    let t = TestHost::new();
+    let steps = json!([{"tool": "probe_destructive", "args": {"n": 1}}]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "d", "steps": steps}}),
+    )
+    .await;
+    t.set_grant("write", Grant::Deny);
+    for (tool, args) in [
+        ("probe_destructive", json!({"n": 1})),
+        ("recipe_run", json!({"name": "d", "confirm": true})),
+    ] {
+        let e = common::call_yes(&t.host, tool, args).await.unwrap_err();
+        assert!(e.contains("deny"), "{tool}: {e}");
+    }
+    assert_eq!(t.entered.count("probe_destructive"), 0);
+}
+
+/// Errors, results and plan hints on the command line show control characters escaped, and
+/// the rerun hint keeps the parameters.
+#[test]
+fn the_command_line_never_prints_raw_control_characters() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let out = common::lmcp(
+        h,
+        &[
+            "call",
+            "read_file",
+            r#"{"path": "a\u001b[31mred\u0000.txt"}"#,
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{0}'), "{err:?}");
+    assert!(err.contains("\\e[31m"), "{err:?}");
+    let file = h.join("r.json");
+    std::fs::write(
+        &file,
+        json!({"name": "r", "params": [{"name": "p", "type": "string"}], "steps": [{"tool": "write_file", "args": {"path": "${p}", "content": "x"}}]}).to_string(),
+    )
+    .unwrap();
+    common::lmcp_ok(h, &["recipe", "save", file.to_str().unwrap()]);
+    let out = common::lmcp_ok(h, &["recipe", "run", "r", "-p", "p=b\u{1b}[2J.txt"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(text.contains("-p 'p=b\\e[2J.txt'"), "{text}");
+}

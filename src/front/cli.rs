@@ -332,7 +332,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
     let host = Host::open(Paths::discover()?)?;
     let code = dispatch(&host, cli).await;
     for w in host.take_warnings() {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", shown(&w));
     }
     code
 }
@@ -429,7 +429,12 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
 /// Prints `value` as one JSON line, or `human` for people.
 pub(crate) fn emit(json: bool, value: &Value, human: impl FnOnce() -> String) {
     let mut out = std::io::stdout().lock();
-    let text = if json { value.to_string() } else { human() };
+    // Text for people holds names and descriptions agents chose: shown, never obeyed.
+    let text = if json {
+        value.to_string()
+    } else {
+        shown(&human()).into_owned()
+    };
     // A closed pipe (`lmcp tools | head`) is not an error worth a panic.
     let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
 }
@@ -692,7 +697,7 @@ pub(crate) fn with_progress(ctx: CallContext) -> CallContext {
     }
     ctx.with_progress(Arc::new(|p| {
         let total = p.total.unwrap_or(0);
-        eprint!("\r\x1b[2K{}", p.message);
+        eprint!("\r\x1b[2K{}", crate::text::escape_controls(&p.message));
         if p.total.is_some() && p.done >= total {
             eprint!("\r\x1b[2K");
         }
@@ -740,7 +745,12 @@ async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {
     if std::io::stderr().is_terminal() && !json {
         ctx = ctx.with_progress(Arc::new(|p| {
             let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-            eprint!("\r\x1b[2K[{}{}] {}", p.done, total, p.message);
+            eprint!(
+                "\r\x1b[2K[{}{}] {}",
+                p.done,
+                total,
+                crate::text::escape_controls(&p.message)
+            );
             if p.total == Some(p.done) {
                 eprintln!();
             }
@@ -793,7 +803,7 @@ fn render_outcome(outcome: &Outcome, json: bool) {
     }
     match outcome {
         Outcome::Done(v) => match v {
-            Value::String(s) => println!("{s}"),
+            Value::String(s) => println!("{}", shown(s)),
             other => println!(
                 "{}",
                 serde_json::to_string_pretty(other).unwrap_or_default()

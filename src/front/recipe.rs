@@ -152,7 +152,14 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             }
             print!(
                 "{}",
-                render_report(&report, &format!("lmcp recipe run {}", shell_quote(&name)))
+                render_report(
+                    &report,
+                    &format!(
+                        "lmcp recipe run {}{}",
+                        shell_quote(&name),
+                        param_flags(&params)
+                    )
+                )
             );
             let changes = report["steps"].as_array().is_some_and(|s| {
                 s.iter()
@@ -202,7 +209,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                 .await,
             )?;
             if !json {
-                print!("{}", render_import(&report));
+                print!("{}", super::cli::shown(&render_import(&report)));
             }
             let go = yes || (std::io::stdin().is_terminal() && !json && ask("Save this recipe?")?);
             if !go {
@@ -234,11 +241,19 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             match outcome.into_result() {
                 Ok(v) => emit(json, &v, || format!("deleted \"{name}\"")),
                 Err(e) if json => emit(true, &json!({"error": e.to_json()}), String::new),
-                Err(e) => eprintln!("error: {e}"),
+                Err(e) => eprintln!("error: {}", super::cli::shown(&e.to_string())),
             }
             Ok(code)
         }
     }
+}
+
+/// ` -p 'k=v'` for each given parameter, so a rerun hint runs the same plan.
+fn param_flags(pairs: &[String]) -> String {
+    pairs
+        .iter()
+        .map(|p| format!(" -p {}", shell_quote(p)))
+        .collect()
 }
 
 fn manifest_is_lua(saved: &Value) -> bool {
@@ -360,6 +375,26 @@ pub fn render_report(report: &Value, rerun: &str) -> String {
             }
         ));
     }
+    let calls = report["calls"].as_array().cloned().unwrap_or_default();
+    if !calls.is_empty() {
+        out.push_str(if confirmed {
+            "state-changing calls made (nested programs included):\n"
+        } else {
+            "state-changing calls this plan would make (nested programs included):\n"
+        });
+        for c in &calls {
+            out.push_str(&format!(
+                "  - {} {}{}\n",
+                c["tool"].as_str().unwrap_or("?"),
+                crate::gate::shorten(&c["args"]),
+                if c["unresolved"] == true {
+                    " (arguments known only when it runs)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
     if let Some(o) = report["output"].as_str().filter(|o| !o.is_empty()) {
         out.push_str(&format!("output:\n{o}"));
     }
@@ -430,7 +465,11 @@ pub async fn run_manifest(
     emit(json, &value, || {
         render_report(
             &value,
-            &format!("lmcp run {}", shell_quote(&file.display().to_string())),
+            &format!(
+                "lmcp run {}{}",
+                shell_quote(&file.display().to_string()),
+                param_flags(params)
+            ),
         )
     });
     Ok(0)

@@ -12,6 +12,7 @@ use super::cli::{ask, emit};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::library::skills;
+use crate::text::escape_controls;
 
 /// `lmcp skill ...`
 #[derive(Debug, Subcommand)]
@@ -214,14 +215,22 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                 &refs,
             )?;
             if !json {
-                println!("skill `{}`: {}", package.md.name, package.md.description);
+                println!(
+                    "skill `{}`: {}",
+                    escape_controls(&package.md.name),
+                    escape_controls(&package.md.description)
+                );
                 for s in &package.scripts {
                     let calls = s
                         .header
                         .uses
                         .as_ref()
                         .map_or("read tools only".to_string(), |u| u.join(", "));
-                    println!("  script {:<20} may call: {calls}", s.name);
+                    println!(
+                        "  script {:<20} may call: {}",
+                        s.name,
+                        escape_controls(&calls)
+                    );
                 }
             }
             let go = yes || (std::io::stdin().is_terminal() && !json && ask("Install it?")?);

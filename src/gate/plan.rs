@@ -19,6 +19,8 @@ pub struct Plan {
     expected: Option<Vec<Value>>,
     cursor: Mutex<usize>,
     parent: Option<Arc<Plan>>,
+    /// Why nested programs of a plan failed (even when the program caught the error).
+    failures: Mutex<Vec<String>>,
 }
 
 impl Plan {
@@ -97,6 +99,28 @@ impl Plan {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(entry);
+    }
+
+    /// Notes that a program in this plan's tree failed, here and in every parent: a plan with a
+    /// failure inside it has no hash, even if a script caught the error.
+    pub fn note_failure(&self, why: &str) {
+        let mut level = Some(self);
+        while let Some(p) = level {
+            p.failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(why.to_string());
+            level = p.parent.as_deref();
+        }
+    }
+
+    /// The first failure noted in this plan's tree, if any.
+    pub fn first_failure(&self) -> Option<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .first()
+            .cloned()
     }
 
     /// The calls recorded so far.

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use crate::error::Result;
 use crate::gate::ShownCall;
 use crate::host::Host;
-use crate::registry::{Annotations, Capabilities, Effect, Registry, ToolSpec};
+use crate::registry::{Annotations, Capabilities, Effect, Kind, Registry, ToolSpec};
 pub use header::{Header, ParamSpec, ParamType};
 pub use steps::{Step, Template};
 
@@ -107,11 +107,19 @@ impl Scope {
         Scope {
             calls: specs
                 .iter()
-                .filter(|s| s.effect.changes_state() && (for_real || !s.has_preview))
-                .map(|s| ShownCall {
-                    tool: s.name.clone(),
-                    effect: s.effect,
-                    destructive: s.annotations.destructive_hint,
+                .filter(|s| {
+                    (s.kind == Kind::Gateway && for_real)
+                        || (s.effect.changes_state() && (for_real || !s.has_preview))
+                })
+                .map(|s| {
+                    // A gateway runs a program chosen by its arguments at run time: shown at its
+                    // worst, and its own program is worked out (and asked about) when called.
+                    let gateway = s.kind == Kind::Gateway;
+                    ShownCall {
+                        tool: s.name.clone(),
+                        effect: if gateway { Effect::Send } else { s.effect },
+                        destructive: gateway || s.annotations.destructive_hint,
+                    }
                 })
                 .collect(),
             idempotent: specs.iter().all(|s| s.annotations.idempotent_hint),

@@ -74,6 +74,9 @@ pub struct RunReport {
     /// For steps: each step with its resolved arguments, effect and status. For Lua: each
     /// previewed call.
     pub steps: Vec<Value>,
+    /// Every state-changing call of the run, those of nested programs included, in order: what
+    /// the plan hash is made of.
+    pub calls: Vec<Value>,
     /// The last step's result, or the Lua program's return value.
     pub result: Value,
     /// Captured output of a Lua program.
@@ -340,7 +343,25 @@ fn short(h: &str) -> &str {
     &h[..h.len().min(12)]
 }
 
+/// Runs once; a failed plan is noted in the plan's tree, so an outer plan knows even when a
+/// script caught the error.
 async fn run_once(
+    host: &Arc<Host>,
+    ctx: &CallContext,
+    program: &Program,
+    params: &Map<String, Value>,
+    plan: &Arc<Plan>,
+) -> Result<RunReport> {
+    let result = run_body(host, ctx, program, params, plan).await;
+    if let Err(e) = &result
+        && ctx.confirm_mode() == ConfirmMode::Preview
+    {
+        plan.note_failure(&e.to_string());
+    }
+    result
+}
+
+async fn run_body(
     host: &Arc<Host>,
     ctx: &CallContext,
     program: &Program,
@@ -353,6 +374,7 @@ async fn run_once(
         confirmed,
         plan_hash: String::new(),
         steps: Vec::new(),
+        calls: Vec::new(),
         result: Value::Null,
         output: String::new(),
         records: Vec::new(),
@@ -376,6 +398,16 @@ async fn run_once(
             run_steps(host, ctx, program, steps, params, plan, &mut report).await?
         }
     }
+    if !report.confirmed
+        && let Some(why) = plan.first_failure()
+    {
+        return Err(Error::Refused(format!(
+            "the plan of `{}` failed inside a nested program ({why}); a plan with a failure has \
+             no hash",
+            program.name
+        )));
+    }
+    report.calls = plan.entries();
     report.plan_hash = plan.hash();
     Ok(report)
 }
