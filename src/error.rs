@@ -116,9 +116,14 @@ pub enum Error {
         message: String,
     },
 
-    /// A program's header (its leading `---@` comments) is malformed.
-    #[error("bad program header at line {line}: {message}")]
-    Header { line: usize, message: String },
+    /// A program's header (its leading `---@` comments) is malformed; the place is named as
+    /// `file.lua:LINE`, like Lua's own errors.
+    #[error("bad program header: {chunk}:{line}: {message}")]
+    Header {
+        chunk: String,
+        line: usize,
+        message: String,
+    },
 
     /// A Lua script failed: a syntax error, or an error it raised and did not catch.
     #[error("{message}")]

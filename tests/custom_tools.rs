@@ -134,7 +134,7 @@ async fn every_create_time_error_is_named() {
                 json!([]),
                 json!([step("calculate", json!({"expression": 5}))]),
             ),
-            "do not fit `calculate`: at /expression",
+            "at /steps/0/arguments/expression: value is not of type",
         ),
         (
             "missing required argument",

@@ -111,7 +111,7 @@ fn exit_codes_and_messages() {
     let bad_header = write(d, "h.lua", "---@param x strng\nreturn 1");
     let out = lmcp(d, &["run", &bad_header]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bad program header at line 1"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad program header: h.lua:1: "));
     let needs = write(d, "n.lua", "---@param x integer\nreturn params.x");
     let out = lmcp(d, &["run", &needs]);
     assert_eq!(out.status.code(), Some(2));

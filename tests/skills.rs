@@ -123,7 +123,7 @@ async fn install_list_get_update_and_remove() {
     )
     .await;
     assert!(
-        e.contains("hello.lua`: the program does not compile"),
+        e.contains("at /scripts/0 (`hello.lua`): the program does not compile"),
         "{e}"
     );
     let e = err(

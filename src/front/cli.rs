@@ -638,7 +638,8 @@ fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<Value> {
             v
         }
         Some("lua") => {
-            let header = crate::program::header::Header::parse(&text)?;
+            let header =
+                crate::program::header::Header::parse(&text, &super::run::chunk_name(file))?;
             let (Some(name), Some(description)) = (header.name, header.description) else {
                 return Err(Error::Usage(format!(
                     "{} needs `---@name user_...` and `---@description ...` in its header",

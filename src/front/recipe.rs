@@ -277,7 +277,8 @@ pub fn manifest_from_file(file: &Path) -> Result<Value> {
         Some("json") => serde_json::from_str(&text)
             .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display()))),
         Some("lua") => {
-            let header = crate::program::header::Header::parse(&text)?;
+            let header =
+                crate::program::header::Header::parse(&text, &super::run::chunk_name(file))?;
             let name = header.name.ok_or_else(|| {
                 Error::Usage(format!(
                     "{} needs `---@name ...` in its header to be a recipe",
@@ -301,7 +302,7 @@ pub fn manifest_from_file(file: &Path) -> Result<Value> {
 /// by the one `k=v` parser ([`Header::params_from_cli`]).
 fn typed_params(manifest: &Value, pairs: &[String]) -> Result<Map<String, Value>> {
     let mut header = match manifest["lua"].as_str() {
-        Some(lua) => Header::parse(lua).unwrap_or_default(),
+        Some(lua) => Header::parse(lua, "recipe.lua").unwrap_or_default(),
         None => Header::default(),
     };
     for p in manifest["params"].as_array().into_iter().flatten() {

@@ -29,7 +29,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
             path.display()
         )));
     }
-    let header = Header::parse(&source)?;
+    let header = Header::parse(&source, &chunk_name(path))?;
     let given = header.params_from_cli(&args.params)?;
     let params = header.bind(&given)?;
     let chunk = chunk_name(path);
@@ -93,7 +93,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
 }
 
 /// The chunk name: the file name only, so error messages never show host paths.
-fn chunk_name(path: &Path) -> String {
+pub(crate) fn chunk_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "script.lua".into())

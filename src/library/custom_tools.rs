@@ -19,11 +19,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::error::{Error, Result, SchemaProblem};
+use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::program::check::{self as checks, is_identifier};
+use crate::program::check::{self as checks, ArgRef, is_identifier};
 use crate::program::header::{Header, ParamSpec, ParamType};
-use crate::program::steps::{Placeholder, RunMode, StepRecord, Template, placeholder};
+use crate::program::steps::{Placeholder, RunMode, StepRecord, Template};
 use crate::program::{self, Body, LuaBody, Program, Scope};
 use crate::registry::{Annotations, Capabilities, Effect, Handler, Kind, ToolSpec, handler};
 use crate::store::{self, FileLock};
@@ -151,7 +151,7 @@ pub fn compile(host: &Host, definition: Definition) -> Result<Compiled> {
 fn check_parameters(name: &str, params: &[Parameter]) -> Result<Vec<ParamSpec>> {
     let mut out: Vec<ParamSpec> = Vec::new();
     for (i, p) in params.iter().enumerate() {
-        let at = format!("parameters[{i}]");
+        let at = format!("at /parameters/{i}");
         if !is_identifier(&p.name) {
             return Err(bad(
                 name,
@@ -209,44 +209,6 @@ fn leaf_tool(host: &Host, name: &str, tool: &str, at: &str) -> Result<Arc<crate:
     checks::callable_tool(host, tool, &[Kind::Leaf]).map_err(|m| bad(name, format!("{at}: {m}")))
 }
 
-/// Replaces placeholders by type samples (for schema checks) and collects them by pointer.
-fn sample(
-    v: &Value,
-    params: &[ParamSpec],
-    pointer: &str,
-    found: &mut Vec<(String, Placeholder)>,
-) -> std::result::Result<Value, String> {
-    if let Some(p) = placeholder(v).map_err(|m| format!("at {pointer}: {m}"))? {
-        let s = match &p {
-            Placeholder::Input(name) => params
-                .iter()
-                .find(|q| &q.name == name)
-                .map_or(Value::Null, |q| q.kind.sample()),
-            Placeholder::Step { .. } => Value::Null,
-        };
-        found.push((pointer.to_string(), p));
-        return Ok(s);
-    }
-    Ok(match v {
-        Value::Object(m) => {
-            let mut out = Map::new();
-            for (k, x) in m {
-                let ptr = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-                out.insert(k.clone(), sample(x, params, &ptr, found)?);
-            }
-            Value::Object(out)
-        }
-        Value::Array(a) => {
-            let mut out = Vec::new();
-            for (i, x) in a.iter().enumerate() {
-                out.push(sample(x, params, &format!("{pointer}/{i}"), found)?);
-            }
-            Value::Array(out)
-        }
-        other => other.clone(),
-    })
-}
-
 fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<Compiled> {
     let name = &def.name;
     let params = check_parameters(name, &def.parameters)?;
@@ -266,12 +228,12 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
     let mut tools: Vec<String> = Vec::new();
     let mut body: Vec<program::Step> = Vec::new();
     for (i, step) in steps_list.iter().enumerate() {
-        let at = format!("steps[{i}] (`{}`)", step.id);
+        let at = format!("at /steps/{i}");
         if !is_identifier(&step.id) {
             return Err(bad(
                 name,
                 format!(
-                    "steps[{i}]: id `{}` must be a letter or `_`, then letters, digits or `_`",
+                    "{at}/id: `{}` must be a letter or `_`, then letters, digits or `_`",
                     step.id
                 ),
             ));
@@ -280,33 +242,25 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
             return Err(bad(
                 name,
                 format!(
-                    "{at}: the id `{}` is used twice; step ids must be unique",
+                    "{at}/id: the id `{}` is used twice; step ids must be unique",
                     step.id
                 ),
             ));
         }
-        let tool = leaf_tool(host, name, &step.tool, &at)?;
-        let mut found = Vec::new();
-        let instance = sample(
-            &Value::Object(step.arguments.clone()),
-            &params,
-            "",
-            &mut found,
-        )
-        .map_err(|m| bad(name, format!("{at}: arguments {m}")))?;
-        for (pointer, p) in &found {
-            let arg = if pointer.is_empty() {
-                "(root)".to_string()
-            } else {
-                pointer.clone()
-            };
+        let tool = leaf_tool(host, name, &step.tool, &format!("{at}/tool"))?;
+        let template = Template::Placeholders(Value::Object(step.arguments.clone()));
+        let (instance, found) = checks::sample_args(&template, &params)
+            .map_err(|m| bad(name, format!("{at}/arguments: {m}")))?;
+        for (pointer, r) in &found {
+            let here = format!("{at}/arguments{pointer}");
+            let ArgRef::Placeholder(p) = r else { continue };
             match p {
                 Placeholder::Input(input) => {
                     if !params.iter().any(|q| &q.name == input) {
                         return Err(bad(
                             name,
                             format!(
-                                "{at}: argument {arg} uses input `{input}`, which is not declared in `parameters`"
+                                "{here}: uses input `{input}`, which is not declared in `parameters`"
                             ),
                         ));
                     }
@@ -315,9 +269,7 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
                     if id == &step.id {
                         return Err(bad(
                             name,
-                            format!(
-                                "{at}: argument {arg} refers to its own step; refer to an earlier one"
-                            ),
+                            format!("{here}: refers to its own step; refer to an earlier one"),
                         ));
                     }
                     if !ids.contains(&id.as_str()) {
@@ -329,13 +281,14 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
                         };
                         return Err(bad(
                             name,
-                            format!("{at}: argument {arg} reads `{id}` ({text}), which is {why}"),
+                            format!("{here}: reads `{id}` ({text}), which is {why}"),
                         ));
                     }
                 }
             }
         }
-        check_arguments(name, &at, &tool, &instance, &found, &params)?;
+        checks::check_args(&tool, &instance, &found, &params)
+            .map_err(|(pointer, m)| bad(name, format!("{at}/arguments{pointer}: {m}")))?;
         ids.push(&step.id);
         if !tools.contains(&step.tool) {
             tools.push(step.tool.clone());
@@ -343,7 +296,7 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
         body.push(program::Step::Call {
             id: step.id.clone(),
             tool: step.tool.clone(),
-            args: Template::Placeholders(Value::Object(step.arguments.clone())),
+            args: template,
         });
     }
     let program = Program {
@@ -361,86 +314,10 @@ fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<C
     })
 }
 
-/// Validates a step's arguments (with placeholders replaced by samples) against its tool's schema.
-fn check_arguments(
-    name: &str,
-    at: &str,
-    tool: &crate::registry::Tool,
-    instance: &Value,
-    found: &[(String, Placeholder)],
-    params: &[ParamSpec],
-) -> Result<()> {
-    let tool_name = &tool.spec().name;
-    let validator = tool.validator()?;
-    let mut problems: Vec<SchemaProblem> = Vec::new();
-    for e in validator.iter_errors(instance) {
-        let pointer = e.instance_path().to_string();
-        let keyword = e.kind().keyword().to_string();
-        let under = found
-            .iter()
-            .find(|(p, _)| pointer == *p || pointer.starts_with(&format!("{p}/")));
-        match under {
-            None => problems.push(SchemaProblem {
-                pointer,
-                rule: keyword,
-                message: e.masked().to_string(),
-            }),
-            Some((p, Placeholder::Input(input))) if *p == pointer && keyword == "type" => {
-                let given = params
-                    .iter()
-                    .find(|q| &q.name == input)
-                    .map_or("?", |q| q.kind.json_type());
-                let key = pointer.trim_start_matches('/');
-                let expected = tool.spec().input_schema["properties"][key]["type"].clone();
-                let expected = match expected {
-                    Value::String(t) => format!("a {t}"),
-                    Value::Null => "another type".to_string(),
-                    other => format!("one of {other}"),
-                };
-                return Err(bad(
-                    name,
-                    format!(
-                        "{at}: argument {pointer} takes input `{input}`, a {given}, but `{tool_name}` expects {expected} there"
-                    ),
-                ));
-            }
-            // Constraints on a value only known at run time (a step result, an input's length).
-            Some(_) => {}
-        }
-    }
-    if let Some(p) = problems.first() {
-        return Err(bad(
-            name,
-            format!("{at}: the arguments do not fit `{tool_name}`: {p}"),
-        ));
-    }
-    let required: Vec<&str> = tool
-        .spec()
-        .input_schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for (pointer, p) in found {
-        if let Placeholder::Input(input) = p {
-            let key = pointer.trim_start_matches('/');
-            let optional = params.iter().any(|q| &q.name == input && !q.required);
-            if optional && !key.contains('/') && required.contains(&key) {
-                return Err(bad(
-                    name,
-                    format!(
-                        "{at}: `{tool_name}` requires `{key}`, but it takes the optional input `{input}`; make `{input}` required or give a literal"
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 fn compile_lua(host: &Host, def: &Definition, source: &str) -> Result<Compiled> {
     let name = &def.name;
-    let header = Header::parse(source).map_err(|e| bad(name, format!("the Lua body: {e}")))?;
+    let header =
+        Header::parse(source, &format!("{name}.lua")).map_err(|e| bad(name, e.to_string()))?;
     if let Some(h) = &header.name
         && h != name
     {
@@ -457,8 +334,9 @@ fn compile_lua(host: &Host, def: &Definition, source: &str) -> Result<Compiled> 
     }
     checks::compile_lua(source, &format!("{name}.lua"))
         .map_err(|m| bad(name, format!("the Lua body: {m}")))?;
-    let capabilities = checks::uses_capabilities(host, header.uses.as_ref(), &[Kind::Leaf])
-        .map_err(|m| bad(name, m))?;
+    let capabilities =
+        checks::uses_capabilities(host, &header, &format!("{name}.lua"), &[Kind::Leaf])
+            .map_err(|m| bad(name, m))?;
     let program = Program {
         name: name.clone(),
         params: header.params.clone(),

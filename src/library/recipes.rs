@@ -20,9 +20,9 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::gate::{CallContext, size_bucket};
 use crate::host::Host;
-use crate::program::check::{self as checks, is_identifier};
+use crate::program::check::{self as checks, ArgRef, is_identifier};
 use crate::program::header::{Header, ParamSpec, ParamType};
-use crate::program::interpolate::{self, Part};
+use crate::program::interpolate::Part;
 use crate::program::steps::{RunMode, Step, Template};
 use crate::program::{self, Body, LuaBody, Program, Resolved};
 use crate::registry::{Annotations, Capabilities, Effect, Kind, Registry, ToolSpec, handler};
@@ -214,7 +214,8 @@ pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
             "`steps` is required and must not be empty (or give a `lua` program)",
         )),
         (None, Some(lua)) => {
-            let header = Header::parse(lua).map_err(|e| bad(&name, "/lua", e.to_string()))?;
+            let header = Header::parse(lua, &format!("{}.lua", slug(&name)))
+                .map_err(|e| bad(&name, "/lua", e.to_string()))?;
             if !header.params.is_empty() && !params.is_empty() {
                 return Err(bad(
                     &name,
@@ -227,7 +228,7 @@ pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
             }
             let chunk = format!("{}.lua", slug(&name));
             checks::compile_lua(lua, &chunk).map_err(|m| bad(&name, "/lua", m))?;
-            let capabilities = checks::uses_capabilities(host, header.uses.as_ref(), CALLABLE)
+            let capabilities = checks::uses_capabilities(host, &header, &chunk, CALLABLE)
                 .map_err(|m| bad(&name, "/lua", m))?;
             let program = Program {
                 name: name.clone(),
@@ -347,13 +348,13 @@ fn check_step(
     if !args.is_object() {
         return Err(bad(name, format!("{at}/args"), "`args` must be an object"));
     }
-    let mut refs = Vec::new();
-    interpolate::references(&args, "", &mut refs)
-        .map_err(|m| bad(name, format!("{at}/args"), m))?;
-    for (pointer, part, _) in &refs {
+    let template = Template::Interpolated(args);
+    let (instance, refs) =
+        checks::sample_args(&template, params).map_err(|m| bad(name, format!("{at}/args"), m))?;
+    for (pointer, r) in &refs {
         let here = format!("{at}/args{pointer}");
-        match part {
-            Part::Param(p) if !params.iter().any(|q| &q.name == p) => {
+        match r {
+            ArgRef::Text(Part::Param(p), _) if !params.iter().any(|q| &q.name == p) => {
                 let declared: Vec<&str> = params.iter().map(|q| q.name.as_str()).collect();
                 return Err(bad(
                     name,
@@ -368,7 +369,7 @@ fn check_step(
                     ),
                 ));
             }
-            Part::Step { index, text, .. } => {
+            ArgRef::Text(Part::Step { index, text, .. }, _) => {
                 if *index >= i {
                     let earlier = if i == 0 {
                         "the first step has no earlier step".to_string()
@@ -394,61 +395,14 @@ fn check_step(
             _ => {}
         }
     }
-    // Validate what can already be seen: literals, and exact params by their type.
-    let instance = sample_args(&args, params);
-    let validator = tool.validator()?;
-    for e in validator.iter_errors(&instance) {
-        let pointer = e.instance_path().to_string();
-        let templated = refs
-            .iter()
-            .find(|(p, _, _)| pointer == *p || pointer.starts_with(&format!("{p}/")));
-        let report = match templated {
-            None => true,
-            Some((p, Part::Param(_), true)) => *p == pointer && e.kind().keyword() == "type",
-            Some(_) => false,
-        };
-        if report {
-            return Err(bad(
-                name,
-                format!("{at}/args{pointer}"),
-                format!(
-                    "{} (rule `{}`) for `{tool_name}`; see `lmcp tool show {tool_name}`",
-                    e.masked(),
-                    e.kind().keyword()
-                ),
-            ));
-        }
-    }
+    // Check what can already be seen: literals, and exact params by their type.
+    checks::check_args(&tool, &instance, &refs, params)
+        .map_err(|(pointer, m)| bad(name, format!("{at}/args{pointer}"), m))?;
     Ok(Step::Call {
         id: i.to_string(),
         tool: tool_name.to_string(),
-        args: Template::Interpolated(args),
+        args: template,
     })
-}
-
-/// The arguments with exact parameter references replaced by a sample of the parameter's type,
-/// other references by a string, for schema checks at save time.
-fn sample_args(v: &Value, params: &[ParamSpec]) -> Value {
-    match v {
-        Value::String(s) => match interpolate::parse(s) {
-            Ok(parts) if parts.len() == 1 => match &parts[0] {
-                Part::Param(p) => params
-                    .iter()
-                    .find(|q| &q.name == p)
-                    .map_or(Value::Null, |q| q.kind.sample()),
-                Part::Step { .. } => Value::Null,
-                Part::Text(t) => Value::String(t.clone()),
-            },
-            _ => Value::String("x".into()),
-        },
-        Value::Array(a) => Value::Array(a.iter().map(|x| sample_args(x, params)).collect()),
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| (k.clone(), sample_args(x, params)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
 }
 
 /// A file name from a recipe name: lowercase letters, digits and `-`.

@@ -256,7 +256,7 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         None | Some(Value::Null) => {}
         Some(Value::Object(fields)) => {
             for (key, f) in fields {
-                let at = format!("config.{key}");
+                let at = format!("at /config/{key}");
                 if !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || key.is_empty() {
                     return Err(bad(
                         what,
@@ -266,7 +266,7 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
                 let Value::Object(f) = f else {
                     return Err(bad(
                         what,
-                        format!("{at} must be a mapping (title, type, ...)"),
+                        format!("{at}: must be a mapping (title, type, ...)"),
                     ));
                 };
                 let kind: FieldType =
@@ -274,13 +274,13 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
                         .map_err(|_| {
                             bad(
                                 what,
-                                format!("{at}.type must be text, number, select or switch"),
+                                format!("{at}/type: must be text, number, select or switch"),
                             )
                         })?;
                 let values: Vec<Value> = match f.get("values") {
                     None | Some(Value::Null) => Vec::new(),
                     Some(Value::Array(a)) => a.clone(),
-                    Some(_) => return Err(bad(what, format!("{at}.values must be a list"))),
+                    Some(_) => return Err(bad(what, format!("{at}/values: must be a list"))),
                 };
                 if kind == FieldType::Select && values.is_empty() {
                     return Err(bad(what, format!("{at}: a select field needs `values`")));
@@ -302,7 +302,7 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
                 {
                     return Err(bad(
                         what,
-                        format!("{at}.default {d} does not fit a {:?} field", field.kind),
+                        format!("{at}/default: {d} does not fit a {:?} field", field.kind),
                     ));
                 }
                 if field.secret && field.default.is_some() {
@@ -383,7 +383,7 @@ pub fn check_package(
     let mut checked = Vec::new();
     for (i, (file, code)) in scripts.iter().enumerate() {
         let name = file.strip_suffix(".lua").unwrap_or(file);
-        let at = format!("scripts[{i}] `{file}`");
+        let at = format!("at /scripts/{i} (`{file}`)");
         if !valid_script_name(name) {
             return Err(bad(
                 &md.name,
@@ -399,13 +399,14 @@ pub fn check_package(
             ));
         }
         if code.len() > MAX_FILE_BYTES {
-            return Err(bad(&md.name, format!("{at} is larger than 1 MiB")));
+            return Err(bad(&md.name, format!("{at}: larger than 1 MiB")));
         }
-        let header = Header::parse(code).map_err(|e| bad(&md.name, format!("{at}: {e}")))?;
+        let header = Header::parse(code, &format!("{name}.lua"))
+            .map_err(|e| bad(&md.name, format!("{at}: {e}")))?;
         checks::compile_lua(code, &format!("{name}.lua"))
             .map_err(|m| bad(&md.name, format!("{at}: {m}")))?;
-        checks::uses_capabilities(host, header.uses.as_ref(), &[Kind::Leaf])
-            .map_err(|m| bad(&md.name, format!("{at}: {m}")))?;
+        checks::uses_capabilities(host, &header, &format!("{name}.lua"), &[Kind::Leaf])
+            .map_err(|m| bad(&md.name, m))?;
         checked.push(SkillScript {
             name: name.to_string(),
             code: code.clone(),
@@ -418,20 +419,20 @@ pub fn check_package(
             return Err(bad(
                 &md.name,
                 format!(
-                    "references[{i}]: `{name}` is not a plain file name (letters, digits, . _ -)"
+                    "at /references/{i}: `{name}` is not a plain file name (letters, digits, . _ -)"
                 ),
             ));
         }
         if content.len() > MAX_FILE_BYTES {
             return Err(bad(
                 &md.name,
-                format!("references[{i}] `{name}` is larger than 1 MiB"),
+                format!("at /references/{i} (`{name}`): larger than 1 MiB"),
             ));
         }
         if refs.iter().any(|(n, _)| n == name) {
             return Err(bad(
                 &md.name,
-                format!("references[{i}]: two references are named `{name}`"),
+                format!("at /references/{i}: two references are named `{name}`"),
             ));
         }
         refs.push((name.clone(), content.clone()));

@@ -5,6 +5,11 @@
 
 use std::sync::Arc;
 
+use serde_json::{Map, Value};
+
+use super::header::{Header, ParamSpec};
+use super::interpolate::{self, Part};
+use super::steps::{Placeholder, Template, placeholder};
 use crate::host::Host;
 use crate::registry::{Capabilities, Kind, Tool};
 
@@ -68,21 +73,217 @@ pub fn callable_tool(
 }
 
 /// The capabilities a Lua header's `---@uses` gives: exactly those tools (each checked to exist
-/// and be of an allowed kind), or read tools only without it. The error names the list entry.
+/// and be of an allowed kind), or read tools only without it. The error names the place as
+/// `chunk:LINE`.
 pub fn uses_capabilities(
     host: &Host,
-    uses: Option<&Vec<String>>,
+    header: &Header,
+    chunk: &str,
     kinds: &[Kind],
 ) -> std::result::Result<Capabilities, String> {
-    match uses {
+    match &header.uses {
         Some(list) => {
-            for (i, tool) in list.iter().enumerate() {
-                callable_tool(host, tool, kinds).map_err(|m| format!("@uses[{i}]: {m}"))?;
+            let line = header.uses_line.unwrap_or(1);
+            for tool in list {
+                callable_tool(host, tool, kinds)
+                    .map_err(|m| format!("{chunk}:{line}: @uses lists `{tool}`: {m}"))?;
             }
             Ok(Capabilities::Tools(list.clone()))
         }
         None => Ok(Capabilities::ReadOnly),
     }
+}
+
+/// A reference in a step's arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgRef {
+    /// `${...}` inside a string (recipes), and whether it is the whole string.
+    Text(Part, bool),
+    /// `{"$input": ...}` or `{"$step": ...}` (custom tools).
+    Placeholder(Placeholder),
+}
+
+impl ArgRef {
+    /// The parameter an exact reference names: its value arrives with the parameter's type.
+    fn exact_param(&self) -> Option<&str> {
+        match self {
+            ArgRef::Text(Part::Param(p), true) => Some(p),
+            ArgRef::Placeholder(Placeholder::Input(n)) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// A step's arguments with each reference replaced by a sample of what it will hold (a value of
+/// the parameter's type for an exact parameter reference, text where a reference sits inside
+/// text, null for a step's result), and every reference with its JSON pointer. A malformed
+/// reference is an error naming its pointer.
+pub fn sample_args(
+    template: &Template,
+    params: &[ParamSpec],
+) -> std::result::Result<(Value, Vec<(String, ArgRef)>), String> {
+    let mut refs = Vec::new();
+    let instance = match template {
+        Template::Interpolated(v) => {
+            let mut found = Vec::new();
+            interpolate::references(v, "", &mut found)?;
+            refs = found
+                .into_iter()
+                .map(|(p, part, exact)| (p, ArgRef::Text(part, exact)))
+                .collect();
+            sample_text(v, params)
+        }
+        Template::Placeholders(v) => sample_placeholders(v, params, "", &mut refs)?,
+    };
+    Ok((instance, refs))
+}
+
+fn sample_of(params: &[ParamSpec], name: &str) -> Value {
+    params
+        .iter()
+        .find(|q| q.name == name)
+        .map_or(Value::Null, |q| q.kind.sample())
+}
+
+fn sample_text(v: &Value, params: &[ParamSpec]) -> Value {
+    match v {
+        Value::String(s) => match interpolate::parse(s) {
+            Ok(parts) if parts.len() == 1 => match &parts[0] {
+                Part::Param(p) => sample_of(params, p),
+                Part::Step { .. } => Value::Null,
+                Part::Text(t) => Value::String(t.clone()),
+            },
+            _ => Value::String("x".into()),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(|x| sample_text(x, params)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), sample_text(x, params)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn sample_placeholders(
+    v: &Value,
+    params: &[ParamSpec],
+    pointer: &str,
+    found: &mut Vec<(String, ArgRef)>,
+) -> std::result::Result<Value, String> {
+    if let Some(p) = placeholder(v).map_err(|m| format!("at {}: {m}", interpolate::display(pointer)))? {
+        let sample = match &p {
+            Placeholder::Input(name) => sample_of(params, name),
+            Placeholder::Step { .. } => Value::Null,
+        };
+        found.push((pointer.to_string(), ArgRef::Placeholder(p)));
+        return Ok(sample);
+    }
+    Ok(match v {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, x) in m {
+                let ptr = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
+                out.insert(k.clone(), sample_placeholders(x, params, &ptr, found)?);
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => {
+            let mut out = Vec::new();
+            for (i, x) in a.iter().enumerate() {
+                out.push(sample_placeholders(
+                    x,
+                    params,
+                    &format!("{pointer}/{i}"),
+                    found,
+                )?);
+            }
+            Value::Array(out)
+        }
+        other => other.clone(),
+    })
+}
+
+/// Checks sampled arguments against the tool's input schema before anything runs. What only
+/// the run can know (a step's result, text built from references) is left to the run; a
+/// literal that breaks the schema, an exact parameter of the wrong type, and an optional
+/// parameter without a default where the tool requires the argument are refused. The error is
+/// `(pointer into the arguments, message)`.
+pub fn check_args(
+    tool: &Tool,
+    instance: &Value,
+    refs: &[(String, ArgRef)],
+    params: &[ParamSpec],
+) -> std::result::Result<(), (String, String)> {
+    let spec = tool.spec();
+    let name = &spec.name;
+    let validator = tool
+        .validator()
+        .map_err(|e| (String::new(), e.to_string()))?;
+    for e in validator.iter_errors(instance) {
+        let pointer = e.instance_path().to_string();
+        let keyword = e.kind().keyword();
+        let under = refs
+            .iter()
+            .find(|(p, _)| pointer == *p || pointer.starts_with(&format!("{p}/")));
+        match under {
+            None => {
+                return Err((
+                    pointer,
+                    format!(
+                        "{} (rule `{keyword}`) for `{name}`; see `lmcp tool show {name}`",
+                        e.masked()
+                    ),
+                ));
+            }
+            Some((p, r)) if *p == pointer && keyword == "type" && r.exact_param().is_some() => {
+                let input = r.exact_param().unwrap_or("?");
+                let given = params
+                    .iter()
+                    .find(|q| q.name == input)
+                    .map_or("?", |q| q.kind.json_type());
+                let key = pointer.trim_start_matches('/');
+                let expected = match &spec.input_schema["properties"][key]["type"] {
+                    Value::String(t) => format!("a {t}"),
+                    Value::Null => "another type".to_string(),
+                    other => format!("one of {other}"),
+                };
+                return Err((
+                    pointer.clone(),
+                    format!(
+                        "takes input `{input}`, a {given}, but `{name}` expects {expected} there"
+                    ),
+                ));
+            }
+            // A constraint on a value only the run knows.
+            Some(_) => {}
+        }
+    }
+    let required: Vec<&str> = spec
+        .input_schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (pointer, r) in refs {
+        let Some(input) = r.exact_param() else {
+            continue;
+        };
+        let key = pointer.trim_start_matches('/');
+        let optional = params
+            .iter()
+            .any(|q| q.name == input && !q.required && q.default.is_none());
+        if optional && !key.contains('/') && required.contains(&key) {
+            return Err((
+                pointer.clone(),
+                format!(
+                    "`{name}` requires `{key}`, but it takes the optional input `{input}`; make \
+                     `{input}` required or give a literal"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

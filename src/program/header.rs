@@ -162,6 +162,9 @@ pub struct Header {
     pub timeout: Option<Duration>,
     /// `---@uses`: the tools the program may call; `None` when not declared.
     pub uses: Option<Vec<String>>,
+    /// The line of the first `---@uses`, for messages about what it lists.
+    #[serde(skip)]
+    pub uses_line: Option<usize>,
 }
 
 fn secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -199,6 +202,7 @@ pub const MAX_TIMEOUT_SECS: f64 = 3600.0;
 
 fn bad(line: usize, message: impl Into<String>) -> Error {
     Error::Header {
+        chunk: String::new(),
         line,
         message: message.into(),
     }
@@ -207,8 +211,19 @@ fn bad(line: usize, message: impl Into<String>) -> Error {
 use super::check::is_identifier;
 
 impl Header {
-    /// Reads the header of a Lua program.
-    pub fn parse(source: &str) -> Result<Header> {
+    /// Reads the header of a Lua program; errors name the place as `chunk:LINE`.
+    pub fn parse(source: &str, chunk: &str) -> Result<Header> {
+        Header::read(source).map_err(|e| match e {
+            Error::Header { line, message, .. } => Error::Header {
+                chunk: chunk.to_string(),
+                line,
+                message,
+            },
+            other => other,
+        })
+    }
+
+    fn read(source: &str) -> Result<Header> {
         let mut h = Header::default();
         for (i, raw) in source.lines().enumerate() {
             let line_no = i + 1;
@@ -269,6 +284,7 @@ impl Header {
                     h.timeout = Some(Duration::from_secs_f64(secs));
                 }
                 "uses" => {
+                    h.uses_line.get_or_insert(line_no);
                     let list = h.uses.get_or_insert_with(Vec::new);
                     for name in value
                         .split([',', ' '])
@@ -501,7 +517,7 @@ mod tests {
 
     #[test]
     fn reads_the_example_header() {
-        let h = Header::parse(EXAMPLE).unwrap();
+        let h = Header::parse(EXAMPLE, "t.lua").unwrap();
         assert_eq!(h.name.as_deref(), Some("user_word_count"));
         assert_eq!(h.description.as_deref(), Some("Count the words of a text."));
         assert_eq!(h.params.len(), 4);
@@ -552,19 +568,22 @@ mod tests {
             ("---@param 1x string", 1, "not a valid parameter name"),
         ];
         for (src, line, what) in cases {
-            let e = Header::parse(src).unwrap_err();
-            let Error::Header { line: l, message } = &e else {
+            let e = Header::parse(src, "t.lua").unwrap_err();
+            let Error::Header {
+                line: l, message, ..
+            } = &e
+            else {
                 panic!("{e}")
             };
             assert_eq!(*l, line, "{src}: {e}");
             assert!(message.contains(what), "{src}: {message}");
-            assert!(e.to_string().contains(&format!("line {line}")));
+            assert!(e.to_string().contains(&format!("t.lua:{line}: ")));
         }
     }
 
     #[test]
     fn binding_checks_types_and_fills_defaults() {
-        let h = Header::parse(EXAMPLE).unwrap();
+        let h = Header::parse(EXAMPLE, "t.lua").unwrap();
         let given = json!({"text": "a b", "strict": true})
             .as_object()
             .unwrap()

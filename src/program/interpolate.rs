@@ -136,7 +136,8 @@ pub fn references(
     Ok(())
 }
 
-fn display(pointer: &str) -> &str {
+/// A JSON pointer for messages: `(root)` for the empty one.
+pub fn display(pointer: &str) -> &str {
     if pointer.is_empty() {
         "(root)"
     } else {
