@@ -17,7 +17,8 @@
 //! |              | the one check, the header, and one runner per engine                     |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command,        |
 //! |              | friction reports, workspaces and assets, `build_image_pdf`                |
-//! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`  |
+//! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`, |
+//! |              | and `door`, what they share (gated call, who answers, output)            |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 //! | [`text`]     | strings shown to people: control characters escaped                      |
 

@@ -3,7 +3,10 @@
 //!
 //! | file     | door                                                             |
 //! |----------|------------------------------------------------------------------|
-//! | `cli.rs` | the command line (clap): tools, call, grants, modes, roots, paths |
+//! | `cli.rs` | the command line (clap): its definition and dispatch              |
+//! | `door.rs`| what the doors share: gated call, who answers, progress, output    |
+//! | `tool_cmd.rs`| `lmcp tools`, `lmcp tool ...`, `lmcp call`                     |
+//! | `settings.rs`| grants, modes, roots, history, signals, types, paths           |
 //! | `pdf.rs`  | `lmcp pdf IMAGES...`: a scratch workspace and one build             |
 //! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
 //! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
@@ -12,9 +15,12 @@
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
+pub mod door;
 pub mod mcp;
 pub mod pdf;
 pub mod recipe;
 pub mod repl;
 pub mod run;
+pub mod settings;
 pub mod skill;
+pub mod tool_cmd;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
-use super::cli::{emit, gated};
+use super::door::{emit, gated};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::store;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::cli::{ask, emit, gated};
+use super::door::{ask, emit, gated};
 use crate::error::{Error, Result};
 use crate::gate::Outcome;
 use crate::host::Host;
@@ -209,7 +209,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                 .await,
             )?;
             if !json {
-                print!("{}", super::cli::shown(&render_import(&report)));
+                print!("{}", super::door::shown(&render_import(&report)));
             }
             let go = yes || (std::io::stdin().is_terminal() && !json && ask("Save this recipe?")?);
             if !go {
@@ -241,7 +241,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             match outcome.into_result() {
                 Ok(v) => emit(json, &v, || format!("deleted \"{name}\"")),
                 Err(e) if json => emit(true, &json!({"error": e.to_json()}), String::new),
-                Err(e) => eprintln!("error: {}", super::cli::shown(&e.to_string())),
+                Err(e) => eprintln!("error: {}", super::door::shown(&e.to_string())),
             }
             Ok(code)
         }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::cli::{RunArgs, cancel_on_ctrl_c, emit, run_confirmation, timeout_arg};
+use super::cli::RunArgs;
+use super::door::{cancel_on_ctrl_c, emit, run_confirmation, timeout_arg};
 use crate::error::{Error, Result};
 use crate::gate::{CallContext, Origin, Preview};
 use crate::host::Host;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::cli::{ask, emit};
+use super::door::{ask, emit};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::library::skills;
@@ -81,7 +81,7 @@ pub enum SkillCommand {
 }
 
 async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<Value> {
-    super::cli::gated(host, tool, args, yes, false)
+    super::door::gated(host, tool, args, yes, false)
         .await
         .into_result()
 }

@@ -171,7 +171,9 @@ fn sample_placeholders(
     pointer: &str,
     found: &mut Vec<(String, ArgRef)>,
 ) -> std::result::Result<Value, String> {
-    if let Some(p) = placeholder(v).map_err(|m| format!("at {}: {m}", interpolate::display(pointer)))? {
+    if let Some(p) =
+        placeholder(v).map_err(|m| format!("at {}: {m}", interpolate::display(pointer)))?
+    {
         let sample = match &p {
             Placeholder::Input(name) => sample_of(params, name),
             Placeholder::Step { .. } => Value::Null,

@@ -1,0 +1,199 @@
+//! What the front doors share: a gated call as a person's own action, who answers for the
+//! person (`--yes`, a terminal prompt, nobody), progress lines, Ctrl-C, output for people or
+//! `--json`, and text shown with its control characters escaped.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::gate::{
+    AlwaysYes, CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin, Outcome,
+    TtyPrompt,
+};
+use crate::host::Host;
+
+/// Prints `value` as one JSON line, or `human` for people.
+pub(crate) fn emit(json: bool, value: &Value, human: impl FnOnce() -> String) {
+    let mut out = std::io::stdout().lock();
+    // Text for people holds names and descriptions agents chose: shown, never obeyed.
+    let text = if json {
+        value.to_string()
+    } else {
+        shown(&human()).into_owned()
+    };
+    // A closed pipe (`lmcp tools | head`) is not an error worth a panic.
+    let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
+}
+
+/// Who answers for a person on the command line: `--yes` says yes up front; on a terminal the
+/// person is asked; otherwise nobody can answer and calls that need a yes are not run.
+pub(crate) fn person(yes: bool) -> Arc<dyn Confirmer> {
+    if yes {
+        Arc::new(AlwaysYes)
+    } else if std::io::stdin().is_terminal() {
+        Arc::new(TtyPrompt::new())
+    } else {
+        Arc::new(NoPerson)
+    }
+}
+
+/// Calls a tool through the gate as a person's direct action (confirmed; asking where a grant
+/// says ask), with a progress line on a terminal when `progress`.
+pub(crate) async fn gated(
+    host: &Arc<Host>,
+    tool: &str,
+    args: Value,
+    yes: bool,
+    progress: bool,
+) -> Outcome {
+    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
+        .with_confirmer(super::door::person(yes));
+    if progress {
+        ctx = with_progress(ctx);
+    }
+    cancel_on_ctrl_c(&ctx);
+    host.call(CallRequest::new(tool, args, ctx)).await
+}
+
+/// Shows progress reports on one stderr line, on a terminal.
+pub(crate) fn with_progress(ctx: CallContext) -> CallContext {
+    if !std::io::stderr().is_terminal() {
+        return ctx;
+    }
+    ctx.with_progress(Arc::new(|p| {
+        let total = p.total.unwrap_or(0);
+        eprint!("\r\x1b[2K{}", crate::text::escape_controls(&p.message));
+        if p.total.is_some() && p.done >= total {
+            eprint!("\r\x1b[2K");
+        }
+        let _ = std::io::stderr().flush();
+    }))
+}
+
+/// Asks a yes/no question on the terminal; anything but y or yes is no.
+pub(crate) fn ask(question: &str) -> Result<bool> {
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+/// Calls one tool for a subcommand (a person's direct action: confirmed, asking where a grant
+/// says ask) and renders the outcome.
+pub(crate) async fn call_tool(
+    host: &Arc<Host>,
+    name: &str,
+    args: Value,
+    yes: bool,
+    json: bool,
+) -> Result<u8> {
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(person(yes));
+    cancel_on_ctrl_c(&ctx);
+    let outcome = host.call(CallRequest::new(name, args, ctx)).await;
+    render_outcome(&outcome, json);
+    Ok(outcome.exit_code())
+}
+
+/// Cancels the context's call tree when the user presses Ctrl-C.
+pub(crate) fn cancel_on_ctrl_c(ctx: &CallContext) {
+    let cancel = ctx.cancel_token().clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+}
+
+/// Picks how a command-line run confirms: `--yes` confirms everything; on a terminal each
+/// state-changing call asks; otherwise state-changing calls are previewed.
+pub(crate) fn run_confirmation(yes: bool) -> (ConfirmMode, Arc<dyn Confirmer>) {
+    if yes {
+        (ConfirmMode::Confirmed, Arc::new(AlwaysYes))
+    } else if std::io::stdin().is_terminal() {
+        (ConfirmMode::Ask, Arc::new(TtyPrompt::new()))
+    } else {
+        (ConfirmMode::Preview, Arc::new(NoPerson))
+    }
+}
+
+/// Reads `--timeout`: a positive number of seconds.
+pub(crate) fn timeout_arg(secs: Option<f64>) -> Result<Option<Duration>> {
+    match secs {
+        None => Ok(None),
+        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
+        Some(_) => Err(Error::Usage(
+            "--timeout must be a positive number of seconds".into(),
+        )),
+    }
+}
+
+/// Prints an outcome: the result on stdout, refusals and errors on stderr (or all as JSON).
+pub(crate) fn render_outcome(outcome: &Outcome, json: bool) {
+    if json {
+        println!("{}", outcome.to_json());
+        return;
+    }
+    match outcome {
+        Outcome::Done(v) => match v {
+            Value::String(s) => println!("{}", shown(s)),
+            other => println!(
+                "{}",
+                serde_json::to_string_pretty(other).unwrap_or_default()
+            ),
+        },
+        Outcome::Preview(p) => {
+            println!("preview (nothing was done): {}", shown(&p.summary));
+        }
+        Outcome::Denied { tool, reason } => {
+            eprintln!("denied: `{}`: {}", shown(tool), shown(reason))
+        }
+        Outcome::NeedsConfirmation { tool, reason } => {
+            eprintln!(
+                "not run: `{}` needs confirmation: {}",
+                shown(tool),
+                shown(reason)
+            )
+        }
+        Outcome::Failed(e) => eprintln!("error: {}", shown(&e.to_string())),
+    }
+}
+
+/// A message for people: lines kept, anything that could rewrite the terminal escaped.
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::escape_controls_keep_lines(text)
+}
+
+/// Left-aligned columns, two spaces apart.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}

@@ -1,0 +1,350 @@
+//! The settings commands: grants, modes, roots, history, signals, types and paths.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::cli::{GrantsCommand, ModeArg, RootsCommand, SignalsCommand, Switch};
+use super::door::{emit, table};
+
+use crate::config::{DESTRUCTIVE_KEY, Grant};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::registry::Effect;
+
+/// Checks a grant key: a registered tool, an effect, or `destructive`.
+pub(super) fn check_grant_key(host: &Host, key: &str) -> Result<()> {
+    if Effect::parse(key).is_some() || key == DESTRUCTIVE_KEY || host.registry().get(key).is_some()
+    {
+        return Ok(());
+    }
+    // Saved tools (user_*) may not be loaded in this process; accept well-formed names of those.
+    if key.starts_with("user_") && crate::registry::check_name(key).is_ok() {
+        return Ok(());
+    }
+    let mut hint = host.registry().closest(key);
+    hint.truncate(1);
+    Err(Error::Usage(format!(
+        "`{key}` is not a tool, an effect (read, write, send) or `destructive`{}",
+        hint.first()
+            .map(|h| format!("; did you mean `{h}`?"))
+            .unwrap_or_default()
+    )))
+}
+
+pub(super) fn grants(host: &Arc<Host>, action: GrantsCommand, json: bool) -> Result<u8> {
+    let set = |key: String, grant: Grant| -> Result<u8> {
+        check_grant_key(host, &key)?;
+        host.update_config(|c| {
+            c.grants.insert(key.clone(), grant);
+            Ok(())
+        })?;
+        emit(json, &json!({"key": key, "grant": grant}), || {
+            format!("{key}: {grant}")
+        });
+        Ok(0)
+    };
+    match action {
+        GrantsCommand::Allow { key } => set(key, Grant::Allow),
+        GrantsCommand::Ask { key } => set(key, Grant::Ask),
+        GrantsCommand::Deny { key } => set(key, Grant::Deny),
+        GrantsCommand::Reset { key } => {
+            let removed = host.update_config(|c| match &key {
+                Some(k) => Ok(c.grants.remove(k).map_or(0, |_| 1)),
+                None => {
+                    let n = c.grants.len();
+                    c.grants.clear();
+                    Ok(n)
+                }
+            })?;
+            if let (Some(k), 0) = (&key, removed) {
+                return Err(Error::Usage(format!(
+                    "there is no rule for `{k}`; see `lmcp grants`"
+                )));
+            }
+            emit(json, &json!({"removed": removed}), || {
+                format!("removed {removed} rule(s)")
+            });
+            Ok(0)
+        }
+        GrantsCommand::List => {
+            let config = host.config();
+            let tools: Vec<Value> = host
+                .registry()
+                .all()
+                .iter()
+                .map(|t| {
+                    let s = t.spec();
+                    let (g, source) =
+                        config.grant_for(&s.name, s.effect, s.annotations.destructive_hint);
+                    json!({"tool": s.name, "grant": g, "source": source})
+                })
+                .collect();
+            let value = json!({"rules": config.grants, "tools": tools});
+            emit(json, &value, || {
+                let mut out = String::from("rules:\n");
+                if config.grants.is_empty() {
+                    out.push_str("  (none: defaults apply — read and write allow, send and destructive ask)\n");
+                }
+                for (k, g) in &config.grants {
+                    out.push_str(&format!("  {k}: {g}\n"));
+                }
+                out.push('\n');
+                let rows: Vec<Vec<String>> = tools
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t["tool"].as_str().unwrap_or_default().to_string(),
+                            t["grant"].as_str().unwrap_or_default().to_string(),
+                            t["source"].as_str().unwrap_or_default().to_string(),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table(&["TOOL", "GRANT", "FROM"], &rows));
+                out
+            });
+            Ok(0)
+        }
+    }
+}
+
+pub(super) fn mode_cmd(
+    host: &Arc<Host>,
+    mode: Option<ModeArg>,
+    state: Option<Switch>,
+    json: bool,
+) -> Result<u8> {
+    if let (Some(mode), Some(state)) = (mode, state) {
+        let on = matches!(state, Switch::On);
+        host.update_config(|c| {
+            match mode {
+                ModeArg::Private => c.modes.private = on,
+                ModeArg::ReadOnly => c.modes.read_only = on,
+                ModeArg::NoTerminal => c.modes.no_terminal = on,
+            }
+            Ok(())
+        })?;
+    }
+    let m = host.config().modes.clone();
+    let all = [
+        ("private", m.private),
+        ("read-only", m.read_only),
+        ("no-terminal", m.no_terminal),
+    ];
+    let shown: Vec<(&str, bool)> = match mode {
+        Some(ModeArg::Private) => vec![all[0]],
+        Some(ModeArg::ReadOnly) => vec![all[1]],
+        Some(ModeArg::NoTerminal) => vec![all[2]],
+        None => all.to_vec(),
+    };
+    let value = Value::Object(
+        shown
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    );
+    emit(json, &value, || {
+        shown
+            .iter()
+            .map(|(k, v)| format!("{k}: {}\n", if *v { "on" } else { "off" }))
+            .collect()
+    });
+    Ok(0)
+}
+
+pub(super) fn roots(host: &Arc<Host>, action: RootsCommand, json: bool) -> Result<u8> {
+    match action {
+        RootsCommand::List => {
+            let roots = host.roots()?;
+            let value = json!(
+                roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+            );
+            emit(json, &value, || {
+                roots
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let tag = if i == 0 {
+                            "  (workspace; relative paths land here)"
+                        } else {
+                            ""
+                        };
+                        format!("{}{tag}\n", r.display())
+                    })
+                    .collect()
+            });
+        }
+        RootsCommand::Add { dir } => {
+            let real = std::fs::canonicalize(&dir).map_err(|e| {
+                Error::Usage(format!("cannot add {} as a root: {e}", dir.display()))
+            })?;
+            if !real.is_dir() {
+                return Err(Error::Usage(format!("{} is not a folder", dir.display())));
+            }
+            let added = host.update_config(|c| {
+                if c.roots.contains(&real) {
+                    return Ok(false);
+                }
+                c.roots.push(real.clone());
+                Ok(true)
+            })?;
+            let d = real.display().to_string();
+            emit(json, &json!({"root": d, "added": added}), || {
+                if added {
+                    format!("added {d}")
+                } else {
+                    format!("{d} is already a root")
+                }
+            });
+        }
+        RootsCommand::Remove { dir } => {
+            let real = std::fs::canonicalize(&dir).unwrap_or(dir.clone());
+            let removed = host.update_config(|c| {
+                let before = c.roots.len();
+                c.roots.retain(|r| r != &real && r != &dir);
+                Ok(before != c.roots.len())
+            })?;
+            if !removed {
+                return Err(Error::Usage(format!(
+                    "{} is not a root; `lmcp roots` lists them",
+                    dir.display()
+                )));
+            }
+            emit(
+                json,
+                &json!({"removed": real.display().to_string()}),
+                || format!("removed {}", real.display()),
+            );
+        }
+    }
+    Ok(0)
+}
+
+pub(super) fn history(host: &Arc<Host>, count: usize, json: bool) -> Result<u8> {
+    let recent = host.history().recent(count)?;
+    if recent.skipped > 0 {
+        host.warn(format!(
+            "skipped {} unreadable line(s) in {}",
+            recent.skipped,
+            host.paths().history_file().display()
+        ));
+    }
+    let value = serde_json::to_value(&recent.entries).unwrap_or_default();
+    emit(json, &value, || {
+        let rows: Vec<Vec<String>> = recent
+            .entries
+            .iter()
+            .map(|e| {
+                let when = chrono::DateTime::from_timestamp_millis(e.at_ms)
+                    .map(|t| {
+                        t.with_timezone(&chrono::Local)
+                            .format("%Y-%m-%d %H:%M:%S")
+                            .to_string()
+                    })
+                    .unwrap_or_default();
+                let args: Vec<String> = e
+                    .args
+                    .iter()
+                    .map(|a| format!("{}:{}[{}]", a.name, a.kind, a.size))
+                    .collect();
+                vec![
+                    when,
+                    e.tool.clone(),
+                    e.origin.clone(),
+                    e.outcome.clone(),
+                    format!("{:.1}ms", e.duration_ms),
+                    args.join(" "),
+                ]
+            })
+            .collect();
+        table(
+            &["WHEN", "TOOL", "ORIGIN", "OUTCOME", "TOOK", "ARGS"],
+            &rows,
+        )
+    });
+    Ok(0)
+}
+
+pub(super) fn types(host: &Arc<Host>, output: Option<PathBuf>, json: bool) -> Result<u8> {
+    let text = crate::script::types::lua_definitions(&host.registry().all());
+    match output {
+        Some(path) => {
+            crate::store::atomic_write(&path, text.as_bytes())?;
+            let shown = path.display().to_string();
+            emit(
+                json,
+                &json!({"written": shown, "bytes": text.len()}),
+                || format!("wrote {shown}"),
+            );
+        }
+        None if json => emit(true, &json!({"definitions": text}), String::new),
+        None => print!("{text}"),
+    }
+    Ok(0)
+}
+
+pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> Result<u8> {
+    match action {
+        SignalsCommand::On | SignalsCommand::Off => {
+            let on = matches!(action, SignalsCommand::On);
+            host.update_config(|c| {
+                c.signals.enabled = on;
+                Ok(())
+            })?;
+        }
+        SignalsCommand::Endpoint { url, clear } => {
+            if let Some(u) = &url {
+                crate::config::check_endpoint(u)?;
+            } else if !clear {
+                return Err(Error::Usage(
+                    "give a URL, or --clear to remove the endpoint".into(),
+                ));
+            }
+            host.update_config(|c| {
+                c.signals.endpoint = url.clone();
+                Ok(())
+            })?;
+        }
+        SignalsCommand::Status => {}
+    }
+    let s = host.config().signals.clone();
+    let value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
+    emit(json, &value, || {
+        format!(
+            "anonymous signals: {}\nendpoint: {}\n",
+            if s.enabled { "on" } else { "off" },
+            s.endpoint
+                .as_deref()
+                .unwrap_or("(none: reports wait in the outbox)")
+        )
+    });
+    Ok(0)
+}
+
+pub(super) fn paths(host: &Arc<Host>, json: bool) -> Result<u8> {
+    let p = host.paths();
+    let entries = [
+        ("config_dir", p.config_dir.clone()),
+        ("data_dir", p.data_dir.clone()),
+        ("config_file", p.config_file()),
+        ("history_file", p.history_file()),
+        ("workspace", p.workspace_dir()),
+    ];
+    let value = Value::Object(
+        entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v.display().to_string())))
+            .collect(),
+    );
+    emit(json, &value, || {
+        entries
+            .iter()
+            .map(|(k, v)| format!("{k:<13} {}\n", v.display()))
+            .collect()
+    });
+    Ok(0)
+}

@@ -1,0 +1,265 @@
+//! `lmcp tools`, `lmcp tool show|enable|disable|create`, `lmcp call`: the tool list, one tool's
+//! help, and direct calls.
+
+use std::io::{IsTerminal, Read};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::cli::{CallArgs, ProfileArg};
+use super::door::{cancel_on_ctrl_c, emit, person, render_outcome, table, timeout_arg};
+
+use crate::error::{Error, Result};
+use crate::gate::{CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin};
+use crate::host::Host;
+use crate::registry::{Availability, Profile};
+
+pub(super) fn availability_text(a: &Availability) -> String {
+    match a {
+        Availability::Available => "available".into(),
+        Availability::Unavailable { detail, .. } => format!("unavailable: {detail}"),
+    }
+}
+
+pub(super) fn tools(host: &Arc<Host>, profile: ProfileArg, json: bool) -> Result<u8> {
+    let profile = match profile {
+        ProfileArg::Core => Profile::Core,
+        ProfileArg::Full => Profile::Full,
+    };
+    let list = host.tools(profile);
+    let value = Value::Array(
+        list.iter()
+            .map(|(t, a)| {
+                let s = t.spec();
+                json!({
+                    "name": s.name, "title": s.title, "effect": s.effect, "kind": s.kind,
+                    "profile": s.profile, "availability": a,
+                })
+            })
+            .collect(),
+    );
+    emit(json, &value, || {
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|(t, a)| {
+                let s = t.spec();
+                let effect = if s.annotations.destructive_hint {
+                    format!("{} (destructive)", s.effect)
+                } else {
+                    s.effect.to_string()
+                };
+                vec![
+                    s.name.clone(),
+                    effect,
+                    availability_text(a),
+                    s.title.clone(),
+                ]
+            })
+            .collect();
+        table(&["NAME", "EFFECT", "AVAILABILITY", "TITLE"], &rows)
+    });
+    Ok(0)
+}
+
+pub(super) fn lookup(host: &Host, name: &str) -> Result<Arc<crate::registry::Tool>> {
+    host.registry().get(name).ok_or_else(|| Error::UnknownTool {
+        name: name.to_string(),
+        suggestions: host.registry().closest(name),
+    })
+}
+
+pub(super) fn show_tool(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> {
+    let tool = lookup(host, name)?;
+    let s = tool.spec();
+    let config = host.config();
+    let availability = s.availability(&config, host.transport());
+    let (grant, source) = config.grant_for(&s.name, s.effect, s.annotations.destructive_hint);
+    let value = json!({
+        "name": s.name, "title": s.title, "description": s.description,
+        "effect": s.effect, "kind": s.kind, "profile": s.profile,
+        "annotations": s.annotations, "availability": availability,
+        "grant": grant, "grant_source": source, "has_preview": s.has_preview,
+        "may_call": s.capabilities.as_ref().map(|c| c.describe()),
+        "input_schema": s.input_schema, "output_schema": s.output_schema,
+    });
+    emit(json, &value, || {
+        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+        let a = s.annotations;
+        let mut out = format!(
+            "{} — {}\n\n{}\n\neffect        {}{}\nkind          {}\nprofile       {}\n\
+             availability  {}\ngrant         {} ({})\nannotations   readOnly={} destructive={} \
+             idempotent={} openWorld={}\n\ninput schema:\n{}\n",
+            s.name,
+            s.title,
+            s.description,
+            s.effect,
+            if s.has_preview {
+                ""
+            } else {
+                " (no preview: acts when called)"
+            },
+            s.kind,
+            s.profile,
+            availability_text(&availability),
+            grant,
+            source,
+            a.read_only_hint,
+            a.destructive_hint,
+            a.idempotent_hint,
+            a.open_world_hint,
+            pretty(&s.input_schema),
+        );
+        if let Some(c) = &s.capabilities {
+            out = out.replacen(
+                "\n\ninput schema:",
+                &format!("\nmay call      {}\n\ninput schema:", c.describe()),
+                1,
+            );
+        }
+        if let Some(o) = &s.output_schema {
+            out.push_str(&format!("\noutput schema:\n{}\n", pretty(o)));
+        }
+        out
+    });
+    Ok(0)
+}
+
+pub(super) fn enable_tool(host: &Arc<Host>, name: &str, enable: bool, json: bool) -> Result<u8> {
+    let tool = lookup(host, name)?;
+    let name = tool.spec().name.clone();
+    host.update_config(|c| {
+        c.disabled_tools.retain(|t| t != &name);
+        if !enable {
+            c.disabled_tools.push(name.clone());
+            c.disabled_tools.sort();
+        }
+        Ok(())
+    })?;
+    let state = if enable { "enabled" } else { "disabled" };
+    emit(json, &json!({"tool": name, "state": state}), || {
+        format!("{name} is {state}")
+    });
+    Ok(0)
+}
+
+/// Reads the ARGS of `lmcp call`: inline JSON, `-` for stdin, `@FILE` for a file.
+pub(super) fn read_call_args(raw: Option<&str>) -> Result<Value> {
+    let (text, source) = match raw {
+        None => return Ok(json!({})),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Error::Usage(format!("cannot read arguments from stdin: {e}")))?;
+            (s, "stdin".to_string())
+        }
+        Some(at) if at.starts_with('@') => {
+            let path = &at[1..];
+            let s = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            (s, path.to_string())
+        }
+        Some(inline) => (inline.to_string(), "ARGS".to_string()),
+    };
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Usage(format!("the arguments in {source} are not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Error::Usage(format!(
+            "the arguments in {source} must be a JSON object, like {{\"expression\": \"1+2\"}}"
+        )));
+    }
+    Ok(value)
+}
+
+/// The arguments of `custom_tool_create` from a file: a JSON definition, or a Lua program whose
+/// header names and describes it.
+pub(super) fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<Value> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+    let mut args = match file.extension().and_then(|e| e.to_str()) {
+        Some("json") => {
+            let v: Value = serde_json::from_str(&text)
+                .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display())))?;
+            if !v.is_object() {
+                return Err(Error::Usage(format!(
+                    "{} must hold a JSON object",
+                    file.display()
+                )));
+            }
+            v
+        }
+        Some("lua") => {
+            let header =
+                crate::program::header::Header::parse(&text, &super::run::chunk_name(file))?;
+            let (Some(name), Some(description)) = (header.name, header.description) else {
+                return Err(Error::Usage(format!(
+                    "{} needs `---@name user_...` and `---@description ...` in its header",
+                    file.display()
+                )));
+            };
+            json!({"name": name, "description": description, "lua": text})
+        }
+        _ => {
+            return Err(Error::Usage(format!(
+                "{} is neither .json nor .lua",
+                file.display()
+            )));
+        }
+    };
+    if replace {
+        args["replace"] = json!(true);
+    }
+    Ok(args)
+}
+
+pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {
+    let arguments = read_call_args(args.args.as_deref())?;
+    // Arguments read from stdin leave no terminal to ask on.
+    let confirmer: Arc<dyn Confirmer> = if args.args.as_deref() == Some("-") && !args.yes {
+        Arc::new(NoPerson)
+    } else {
+        person(args.yes)
+    };
+    // A direct call is the person's own action: it runs unless a grant says ask or deny.
+    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer);
+    if let Some(t) = timeout_arg(args.timeout)? {
+        ctx = ctx.with_timeout(t);
+    }
+    if std::io::stderr().is_terminal() && !json {
+        ctx = ctx.with_progress(Arc::new(|p| {
+            let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
+            eprint!(
+                "\r\x1b[2K[{}{}] {}",
+                p.done,
+                total,
+                crate::text::escape_controls(&p.message)
+            );
+            if p.total == Some(p.done) {
+                eprintln!();
+            }
+        }));
+    }
+    cancel_on_ctrl_c(&ctx);
+    let outcome = host.call(CallRequest::new(args.name, arguments, ctx)).await;
+    render_outcome(&outcome, json);
+    Ok(outcome.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_args_parse_and_explain_errors() {
+        assert_eq!(read_call_args(None).unwrap(), json!({}));
+        assert_eq!(read_call_args(Some(r#"{"a":1}"#)).unwrap(), json!({"a": 1}));
+        let e = read_call_args(Some("{nope")).unwrap_err().to_string();
+        assert!(e.contains("not valid JSON"), "{e}");
+        let e = read_call_args(Some("[1]")).unwrap_err().to_string();
+        assert!(e.contains("must be a JSON object"), "{e}");
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["A", "BB"], &[vec!["long".into(), "x".into()]]);
+        assert_eq!(t, "A     BB\nlong  x\n");
+    }
+}

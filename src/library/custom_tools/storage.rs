@@ -1,0 +1,165 @@
+//! Where custom tools live: one JSON file per tool under `DATA/tools/`, written atomically
+//! under a file lock, loaded at start (a file that no longer checks is reported and skipped).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::tools::workflow_handler;
+use super::{Compiled, Definition, bad, compile};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::registry::{Capabilities, Kind};
+use crate::store::{self, FileLock};
+
+/// Where custom tools are stored.
+pub fn dir(host: &Host) -> PathBuf {
+    host.paths().data_dir.join("tools")
+}
+
+fn file(host: &Host, name: &str) -> PathBuf {
+    dir(host).join(format!("{name}.json"))
+}
+
+/// The stored custom tool files (`NAME.json`), sorted.
+pub fn stored_files(host: &Host) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir(host)) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Loads every stored custom tool; a file that does not parse or check is reported and skipped.
+pub fn load_all(host: &Host) {
+    for path in stored_files(host) {
+        load_file(host, &path);
+    }
+}
+
+/// Loads (or reloads) one stored custom tool; a file that does not parse or check is reported
+/// and skipped.
+pub fn load_file(host: &Host, path: &Path) {
+    let loaded = store::read_json::<Definition>(path).and_then(|d| {
+        let d =
+            d.ok_or_else(|| Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
+        let expected = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if d.name != expected {
+            return Err(bad(
+                &d.name,
+                format!("it is stored as {expected}.json; the file name must match the tool name"),
+            ));
+        }
+        let c = Arc::new(compile(host, d)?);
+        host.registry()
+            .register_or_replace(c.spec.clone(), workflow_handler(Arc::clone(&c)))
+    });
+    if let Err(e) = loaded {
+        host.warn(format!(
+            "custom tool {} was not loaded: {e}",
+            path.display()
+        ));
+    }
+}
+
+/// Saves (and registers) a definition; the tool is callable as soon as this returns.
+pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Compiled>, bool)> {
+    let name = def.name.clone();
+    let path = file(host, &name);
+    let _lock = FileLock::acquire(&path)?;
+    let existing: Option<Definition> = match store::read_json(&path) {
+        Ok(d) => d,
+        Err(Error::Corrupt { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let exists = existing.is_some() || host.registry().get(&name).is_some();
+    if exists && !replace {
+        return Err(Error::Refused(format!(
+            "`{name}` already exists; pass \"replace\": true to replace it"
+        )));
+    }
+    if let Some(t) = host.registry().get(&name)
+        && t.spec().kind != Kind::Workflow
+    {
+        return Err(Error::Refused(format!(
+            "`{name}` is not a custom tool and cannot be replaced"
+        )));
+    }
+    let now = store::timestamp();
+    def.created = existing
+        .as_ref()
+        .and_then(|d| d.created.clone())
+        .or_else(|| Some(now.clone()));
+    def.updated = Some(now);
+    let compiled = Arc::new(compile(host, def)?);
+    store::write_json(&path, &compiled.definition)?;
+    host.registry().register_or_replace(
+        compiled.spec.clone(),
+        workflow_handler(Arc::clone(&compiled)),
+    )?;
+    Ok((compiled, exists))
+}
+
+/// Deletes a custom tool: its file and its registration.
+pub fn delete(host: &Host, name: &str) -> Result<()> {
+    if !name.starts_with("user_") {
+        return Err(Error::Refused(format!(
+            "`{name}` is not a custom tool (their names start with `user_`)"
+        )));
+    }
+    let path = file(host, name);
+    let _lock = FileLock::acquire(&path)?;
+    let on_disk = path.exists();
+    if !on_disk && host.registry().get(name).is_none() {
+        let hint = host.registry().closest(name);
+        let hint = hint
+            .first()
+            .map(|h| format!("; did you mean `{h}`?"))
+            .unwrap_or_default();
+        return Err(Error::Refused(format!(
+            "there is no custom tool `{name}`{hint}"
+        )));
+    }
+    if on_disk {
+        std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+    }
+    host.registry().unregister(name);
+    Ok(())
+}
+
+/// Every custom tool, described for people and agents.
+pub fn list(host: &Host) -> Vec<Value> {
+    let mut out = BTreeMap::new();
+    for t in host.registry().all() {
+        let s = t.spec();
+        if s.kind != Kind::Workflow {
+            continue;
+        }
+        let def: Option<Definition> = store::read_json(&file(host, &s.name)).ok().flatten();
+        out.insert(
+            s.name.clone(),
+            json!({
+                "name": s.name,
+                "description": s.description,
+                "body": if def.as_ref().is_some_and(|d| d.lua.is_some()) { "lua" } else { "steps" },
+                "effect": s.effect,
+                "destructive": s.annotations.destructive_hint,
+                "may_call": s.capabilities.as_ref().map(Capabilities::describe),
+                "input_schema": s.input_schema,
+                "created": def.as_ref().and_then(|d| d.created.clone()),
+                "updated": def.as_ref().and_then(|d| d.updated.clone()),
+            }),
+        );
+    }
+    out.into_values().collect()
+}

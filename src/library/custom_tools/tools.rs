@@ -1,0 +1,154 @@
+//! The custom tool tools (`custom_tool_create`, `custom_tool_list`, `custom_tool_delete`) and
+//! the handler that runs a saved one.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::storage::{delete, list, save};
+use super::{Compiled, Definition};
+
+use crate::error::{Error, Result};
+use crate::program::steps::{RunMode, StepRecord};
+use crate::program::{self, Body};
+use crate::registry::{Annotations, Effect, Handler, Kind, ToolSpec, handler};
+
+/// The handler that runs a compiled custom tool: its program, in the caller's confirmation mode.
+pub fn workflow_handler(compiled: Arc<Compiled>) -> Handler {
+    handler(move |inv| {
+        let c = Arc::clone(&compiled);
+        async move {
+            let inputs = inv.args.as_object().cloned().unwrap_or_default();
+            let report =
+                program::run(&inv.host, &inv.ctx, &c.program, &inputs, RunMode::AsCalled).await?;
+            Ok(match c.program.body {
+                Body::Lua(_) => {
+                    json!({"result": report.result, "output": report.output, "previews": report.previews})
+                }
+                Body::Steps(_) => {
+                    let records: Vec<Value> =
+                        report.records.iter().map(StepRecord::summary).collect();
+                    json!({"result": report.result, "steps": records})
+                }
+            })
+        }
+    })
+}
+
+/// Registers `custom_tool_create`, `custom_tool_list` and `custom_tool_delete`.
+pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
+    let param_schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "type": {"type": "string", "enum": ["string", "number", "integer", "boolean", "object", "array"]},
+            "description": {"type": "string"},
+            "required": {"type": "boolean"}
+        },
+        "required": ["name", "type"],
+        "additionalProperties": false
+    });
+    let step_schema = json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "tool": {"type": "string"},
+            "arguments": {"type": "object"}
+        },
+        "required": ["id", "tool"],
+        "additionalProperties": false
+    });
+    let create = ToolSpec::new(
+        "custom_tool_create",
+        "Create a custom tool",
+        "Save a named, reusable workflow as a new tool, discoverable at once and kept across \
+         restarts. Discover existing tools first; prefer a direct call for one-off work. Names start \
+         with user_. Give a precise description and typed parameters [{name, type (string, number, \
+         integer, boolean, object, array), description, required}], then either JSON steps [{id \
+         (unique), tool (an existing leaf tool), arguments}] or a Lua body (`lua`, a program with a \
+         ---@param header and ---@uses listing the tools it calls). In arguments, {\"$input\": \
+         \"name\"} substitutes an input and {\"$step\": \"earlier_id\", \"path\": \"result\"} reads an \
+         earlier step's result (deeper: \"result.items[0].name\"); other JSON is literal. References \
+         point backward; an optional input cannot fill an argument its tool requires. Steps cannot \
+         be gateways, workflows or authoring tools. Replacing a tool needs replace: true.",
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^user_[a-z0-9_]{1,59}$"},
+                "description": {"type": "string", "minLength": 1},
+                "parameters": {"type": "array", "items": param_schema},
+                "steps": {"type": "array", "items": step_schema, "minItems": 1},
+                "lua": {"type": "string", "minLength": 1},
+                "replace": {"type": "boolean", "default": false}
+            },
+            "required": ["name", "description"],
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Write, Annotations::changing(false, true, false))
+    .kind(Kind::Authoring)
+    .summary(|a| format!("save the custom tool {}", a["name"].as_str().unwrap_or("?")));
+    registry.register_builtin(
+        create,
+        handler(|inv| async move {
+            let mut args = inv.args.clone();
+            let replace = args
+                .as_object_mut()
+                .and_then(|m| m.remove("replace"))
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+            let def: Definition = serde_json::from_value(args)
+                .map_err(|e| Error::Usage(format!("bad custom tool definition: {e}")))?;
+            let (c, replaced) = save(&inv.host, def, replace)?;
+            Ok(json!({
+                "name": c.spec.name,
+                "effect": c.spec.effect,
+                "may_call": c.program.capabilities.describe(),
+                "input_schema": c.spec.input_schema,
+                "replaced": replaced,
+            }))
+        }),
+    )?;
+
+    let list_spec = ToolSpec::new(
+        "custom_tool_list",
+        "List custom tools",
+        "List the saved custom tools (user_*): description, body (steps or lua), effect, the tools \
+         each may call, input schema, and when it was created and updated.",
+        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+    )
+    .kind(Kind::Authoring);
+    registry.register_builtin(
+        list_spec,
+        handler(|inv| async move { Ok(json!({"tools": list(&inv.host)})) }),
+    )?;
+
+    let delete_spec = ToolSpec::new(
+        "custom_tool_delete",
+        "Delete a custom tool",
+        "Delete a saved custom tool (user_*). Only when asked to: it cannot be undone.",
+        json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "pattern": "^user_"}},
+            "required": ["name"],
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Write, Annotations::changing(true, true, false))
+    .kind(Kind::Authoring)
+    .summary(|a| {
+        format!(
+            "delete the custom tool {}",
+            a["name"].as_str().unwrap_or("?")
+        )
+    });
+    registry.register_builtin(
+        delete_spec,
+        handler(|inv| async move {
+            let name = inv.args["name"].as_str().unwrap_or_default().to_string();
+            delete(&inv.host, &name)?;
+            Ok(json!({"deleted": name}))
+        }),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! Where recipes live: one JSON file per recipe under `DATA/recipes/`, named by its slug,
+//! written atomically under a file lock; a corrupt file is reported and hides nothing else.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Manifest, Recipe, check, slug};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::store::{self, FileLock};
+
+/// A recipe as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Stored {
+    format: u32,
+    /// The manifest as saved.
+    pub(super) manifest: Manifest,
+    /// When it was first saved (RFC 3339).
+    pub(super) created: String,
+    /// When it was last saved (RFC 3339).
+    pub(super) updated: String,
+}
+
+fn dir(host: &Host) -> PathBuf {
+    host.paths().data_dir.join("recipes")
+}
+
+fn file(host: &Host, name: &str) -> PathBuf {
+    dir(host).join(format!("{}.json", slug(name)))
+}
+
+pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
+    let path = file(host, name);
+    let stored: Stored = store::read_json(&path)?.ok_or_else(|| {
+        let names: Vec<String> = list(host)
+            .0
+            .iter()
+            .filter_map(|r| r["name"].as_str().map(str::to_string))
+            .collect();
+        let close: Vec<&String> = names
+            .iter()
+            .filter(|n| strsim::jaro_winkler(&n.to_lowercase(), &name.to_lowercase()) > 0.8)
+            .collect();
+        let hint = close
+            .first()
+            .map(|n| format!("; did you mean \"{n}\"?"))
+            .unwrap_or_else(|| "; `lmcp recipe list` lists them".into());
+        Error::Refused(format!("there is no recipe \"{name}\"{hint}"))
+    })?;
+    if stored.manifest.name != name && slug(&stored.manifest.name) != slug(name) {
+        return Err(Error::Refused(format!("there is no recipe \"{name}\"")));
+    }
+    Ok(stored)
+}
+
+/// Saves a recipe after checking it; returns the checked recipe and whether one was replaced.
+pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, bool)> {
+    let recipe = check(host, manifest)?;
+    let name = recipe.manifest.name.clone();
+    let path = file(host, &name);
+    let _lock = FileLock::acquire(&path)?;
+    let existing: Option<Stored> = match store::read_json(&path) {
+        Ok(s) => s,
+        Err(Error::Corrupt { .. }) if replace => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(old) = &existing {
+        if old.manifest.name != name {
+            return Err(Error::Refused(format!(
+                "the recipe \"{}\" already uses the file name {}.json; choose another name",
+                old.manifest.name,
+                slug(&name)
+            )));
+        }
+        if !replace {
+            return Err(Error::Refused(format!(
+                "a recipe named \"{name}\" exists; pass \"replace\": true to replace it"
+            )));
+        }
+    }
+    let now = store::timestamp();
+    let stored = Stored {
+        format: 1,
+        manifest: recipe.manifest.clone(),
+        created: existing
+            .as_ref()
+            .map_or_else(|| now.clone(), |o| o.created.clone()),
+        updated: now,
+    };
+    store::write_json(&path, &stored)?;
+    Ok((recipe, existing.is_some()))
+}
+
+/// Every saved recipe, and the files that could not be read (reported, never hiding the rest).
+pub fn list(host: &Host) -> (Vec<Value>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir(host)) else {
+        return (out, problems);
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        match store::read_json::<Stored>(&path) {
+            Ok(Some(s)) => out.push(json!({
+                "name": s.manifest.name,
+                "description": s.manifest.description,
+                "body": if s.manifest.lua.is_some() { "lua" } else { "steps" },
+                "step_count": s.manifest.steps.as_ref().map_or(0, Vec::len),
+                "params": s.manifest.params,
+                "created": s.created,
+                "updated": s.updated,
+            })),
+            Ok(None) => {}
+            Err(e) => problems.push(format!("{e}; skipped")),
+        }
+    }
+    (out, problems)
+}
+
+/// Deletes a saved recipe.
+pub fn delete(host: &Host, name: &str) -> Result<()> {
+    let stored = load(host, name)?;
+    let path = file(host, &stored.manifest.name);
+    let _lock = FileLock::acquire(&path)?;
+    std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))
+}

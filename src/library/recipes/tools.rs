@@ -1,0 +1,315 @@
+//! The recipe tools, and running a recipe: `recipe_run` resolves the recipe before the gate asks
+//! (so the question shows what it may do), runs that snapshot, and journals the run.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::bundle::{export, import};
+use super::storage::{delete, list, load, save};
+use super::{Recipe, check, parse_manifest};
+
+use crate::error::{Error, Result};
+use crate::gate::{CallContext, size_bucket};
+use crate::host::Host;
+use crate::program::steps::RunMode;
+use crate::program::{self, Program, Resolved};
+use crate::registry::{Annotations, Effect, Kind, Registry, ToolSpec, handler};
+use crate::store::FileLock;
+
+pub use crate::program::RunReport;
+
+fn shape(v: &Value) -> Value {
+    match v {
+        Value::String(s) => json!({"type": "string", "size": size_bucket(s.chars().count())}),
+        Value::Array(a) => json!({"type": "array", "size": size_bucket(a.len())}),
+        Value::Object(o) => json!({"type": "object", "size": size_bucket(o.len())}),
+        Value::Null => json!({"type": "null"}),
+        Value::Bool(_) => json!({"type": "boolean"}),
+        Value::Number(_) => json!({"type": "number"}),
+    }
+}
+
+/// Appends a run's journal (per step: status, duration, result shape) unless private mode.
+fn journal(host: &Host, name: &str, outcome: &Result<RunReport>) {
+    if host.config().modes.private {
+        return;
+    }
+    let (confirmed, steps, result) = match outcome {
+        Ok(r) => {
+            let steps: Vec<Value> = r
+                .records
+                .iter()
+                .map(|s| json!({"status": s.status, "duration_ms": s.duration_ms, "result": shape(&s.result)}))
+                .collect();
+            (r.confirmed, steps, "done".to_string())
+        }
+        Err(e) => (false, Vec::new(), format!("failed:{}", e.class())),
+    };
+    let entry = json!({
+        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "recipe": name,
+        "confirmed": confirmed,
+        "outcome": result,
+        "steps": steps,
+    });
+    let path = host.paths().data_dir.join("recipe_runs.jsonl");
+    let write = || -> Result<()> {
+        let _lock = FileLock::acquire(&path)?;
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let mut line = entry.to_string();
+        line.push('\n');
+        f.write_all(line.as_bytes())
+            .map_err(|e| Error::io(&path, e))
+    };
+    if let Err(e) = write() {
+        host.warn(format!("could not write the recipe journal: {e}"));
+    }
+}
+
+/// Runs a checked recipe. `ctx` is the context of the call that runs it; `confirm` chooses a
+/// real run or a plan; a given `expected_hash` must match the plan before anything runs, and
+/// then only the plan's calls may run.
+pub async fn run(
+    host: &Arc<Host>,
+    ctx: &CallContext,
+    recipe: &Program,
+    given: &Map<String, Value>,
+    confirm: bool,
+    expected_hash: Option<&str>,
+) -> Result<RunReport> {
+    let mode = if confirm {
+        RunMode::Confirmed {
+            plan_hash: expected_hash.map(str::to_string),
+        }
+    } else {
+        RunMode::Plan
+    };
+    let outcome = program::run(host, ctx, recipe, given, mode).await;
+    journal(host, &recipe.name, &outcome);
+    outcome
+}
+
+/// The recipe a `recipe_run` call names (saved) or carries (an unsaved manifest), checked now.
+fn requested(host: &Host, args: &Value) -> Result<Recipe> {
+    match (
+        args.get("name").and_then(Value::as_str),
+        args.get("manifest"),
+    ) {
+        (Some(name), None) => check(host, load(host, name)?.manifest),
+        (None, Some(m)) => check(host, parse_manifest(m.clone())?),
+        _ => Err(Error::Usage(
+            "give either `name` (a saved recipe) or `manifest` (an unsaved one), not both".into(),
+        )),
+    }
+}
+
+/// The gate's view of a `recipe_run` call: the program it runs, and whether for real.
+fn resolve_run(host: &Host, args: &Value) -> Result<Resolved> {
+    let recipe = requested(host, args)?;
+    Ok(Resolved {
+        program: Arc::new(recipe.program),
+        for_real: args["confirm"] == json!(true),
+    })
+}
+
+fn name_arg(v: &Value) -> String {
+    v["name"].as_str().unwrap_or_default().to_string()
+}
+
+/// Registers the recipe tools.
+pub fn register_tools(registry: &Registry) -> Result<()> {
+    let write = Annotations::changing(false, true, false);
+    let name_schema = json!({"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}, "required": ["name"], "additionalProperties": false});
+
+    let save_spec = ToolSpec::new(
+        "recipe_save",
+        "Save a recipe",
+        "Save a reusable recipe — a named, ordered sequence of tool calls with parameters — so it \
+         can be run again any time with recipe_run. The manifest: {\"name\": string (required), \
+         \"description\": string, \"schema_version\": 1, \"params\": [{\"name\": string, \"type\": \
+         \"string\"|\"int\"|\"bool\", \"default\": any}], \"steps\": [...] (required, non-empty), \
+         \"outputs\": [{\"kind\": string}]}. A step is {\"tool\": NAME, \"args\": {...}} or a pause \
+         {\"wait\": {\"seconds\": N}} (also {\"wait\": N}). Any arg string may interpolate a declared \
+         param with ${name}; an arg that is exactly \"${name}\" keeps the param's type. A later step \
+         reads an earlier step's output with \"${steps[N].result.KEY}\" (0-based; .key and [i]). \
+         Write $${ for a literal ${. Instead of steps, \"lua\" may hold a Lua program. On recipe_run \
+         a state-changing step previews unless confirm: true. Returns {name, step_count}.",
+        json!({
+            "type": "object",
+            "properties": {
+                "manifest": {"type": "object", "description": "The recipe manifest (see the description)"},
+                "replace": {"type": "boolean", "default": false, "description": "Replace a recipe of the same name"}
+            },
+            "required": ["manifest"],
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Write, write)
+    .kind(Kind::Authoring)
+    .summary(|a| format!("save the recipe \"{}\"", a["manifest"]["name"].as_str().unwrap_or("?")));
+    registry.register_builtin(save_spec, handler(|inv| async move {
+        let manifest = parse_manifest(inv.args["manifest"].clone())?;
+        let replace = inv.args["replace"].as_bool().unwrap_or(false);
+        let (recipe, replaced) = save(&inv.host, manifest, replace)?;
+        let body = if recipe.manifest.lua.is_some() { "lua" } else { "steps" };
+        Ok(json!({"name": recipe.manifest.name, "step_count": recipe.step_count(), "body": body, "replaced": replaced}))
+    }))?;
+
+    let run_spec = ToolSpec::new(
+        "recipe_run",
+        "Run a recipe",
+        "Run a saved recipe by name (or an unsaved one given as `manifest`) with its params. \
+         Without confirm: true it is a plan: read steps run, state-changing calls are previewed \
+         (those of nested programs too), and the result lists each step with its resolved \
+         arguments, effect and status plus a plan_hash. With confirm: true it runs for real; pass \
+         the plan_hash a person approved and nothing runs unless the plan still matches, and only \
+         the calls it showed may run. A failing step stops the run (a plan too) and returns the \
+         completed steps with the error. The effect of a call is that of the recipe's tools.",
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "description": "A saved recipe's name"},
+                "manifest": {"type": "object", "description": "An unsaved recipe manifest, instead of name"},
+                "params": {"type": "object"},
+                "confirm": {"type": "boolean", "default": false},
+                "plan_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+            },
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Write, Annotations::changing(false, false, true))
+    .kind(Kind::Gateway)
+    .without_preview()
+    .resolves(resolve_run)
+    .summary(|a| {
+        let name = a["name"].as_str().or(a["manifest"]["name"].as_str()).unwrap_or("?");
+        format!("run the recipe \"{name}\"{}", if a["confirm"] == json!(true) { " for real" } else { " as a plan" })
+    });
+    registry.register_builtin(
+        run_spec,
+        handler(|inv| async move {
+            let program = match &inv.program {
+                Some(p) => Arc::clone(p),
+                None => Arc::new(requested(&inv.host, &inv.args)?.program),
+            };
+            let params = inv.args["params"].as_object().cloned().unwrap_or_default();
+            let confirm = inv.args["confirm"].as_bool().unwrap_or(false);
+            let report = run(
+                &inv.host,
+                &inv.ctx,
+                &program,
+                &params,
+                confirm,
+                inv.args["plan_hash"].as_str(),
+            )
+            .await?;
+            Ok(serde_json::to_value(report).unwrap_or_default())
+        }),
+    )?;
+
+    let list_spec = ToolSpec::new(
+        "recipe_list",
+        "List recipes",
+        "List the saved recipes: name, description, body (steps or lua), step count, params, and when each was created and updated.",
+        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+    );
+    registry.register_builtin(
+        list_spec,
+        handler(|inv| async move {
+            let (recipes, problems) = list(&inv.host);
+            for p in &problems {
+                inv.host.warn(p.clone());
+            }
+            Ok(json!({"recipes": recipes, "unreadable": problems}))
+        }),
+    )?;
+
+    let get_spec = ToolSpec::new(
+        "recipe_get",
+        "Show a recipe",
+        "Return a saved recipe's manifest, with when it was created and updated.",
+        name_schema.clone(),
+    );
+    registry.register_builtin(
+        get_spec,
+        handler(|inv| async move {
+            let s = load(&inv.host, &name_arg(&inv.args))?;
+            Ok(json!({"manifest": s.manifest, "created": s.created, "updated": s.updated}))
+        }),
+    )?;
+
+    let export_spec = ToolSpec::new(
+        "recipe_export",
+        "Export a recipe",
+        "Return a saved recipe as a portable, versioned bundle with a content hash, for recipe_import on another machine.",
+        name_schema.clone(),
+    );
+    registry.register_builtin(
+        export_spec,
+        handler(|inv| async move { export(&inv.host, &name_arg(&inv.args)) }),
+    )?;
+
+    let import_spec = ToolSpec::new(
+        "recipe_import",
+        "Import a recipe",
+        "Import a bundle made by recipe_export: refuses a bundle whose content does not match its \
+         hash, checks the recipe like recipe_save, and reports every tool it calls with its effect \
+         and availability here. With check_only: true it only reports.",
+        json!({
+            "type": "object",
+            "properties": {
+                "bundle": {"type": "object"},
+                "check_only": {"type": "boolean", "default": false},
+                "replace": {"type": "boolean", "default": false}
+            },
+            "required": ["bundle"],
+            "additionalProperties": false
+        }),
+    )
+    .effect(Effect::Write, write)
+    .kind(Kind::Authoring)
+    .summary(|a| {
+        format!(
+            "import the recipe \"{}\"",
+            a["bundle"]["recipe"]["name"].as_str().unwrap_or("?")
+        )
+    });
+    registry.register_builtin(
+        import_spec,
+        handler(|inv| async move {
+            let check_only = inv.args["check_only"].as_bool().unwrap_or(false);
+            let replace = inv.args["replace"].as_bool().unwrap_or(false);
+            import(&inv.host, &inv.args["bundle"], check_only, replace)
+        }),
+    )?;
+
+    let delete_spec = ToolSpec::new(
+        "recipe_delete",
+        "Delete a recipe",
+        "Delete a saved recipe. It cannot be undone.",
+        name_schema,
+    )
+    .effect(Effect::Write, Annotations::changing(true, true, false))
+    .kind(Kind::Authoring)
+    .summary(|a| {
+        format!(
+            "delete the recipe \"{}\"",
+            a["name"].as_str().unwrap_or("?")
+        )
+    });
+    registry.register_builtin(
+        delete_spec,
+        handler(|inv| async move {
+            let name = name_arg(&inv.args);
+            delete(&inv.host, &name)?;
+            Ok(json!({"deleted": name}))
+        }),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! Skills: installable packages of a prompt, Lua scripts, references and per-user config.
+//!
+//! A package is `SKILL.md` (YAML front matter: `name`, `description`, optional `version` and
+//! `config` fields; the Markdown body is the prompt for an AI), `scripts/*.lua` (each with the
+//! program header) and `references/*` (text files). It is checked whole before anything is
+//! written, then stored under `DATA/skills/NAME/` by writing a temporary folder and renaming it
+//! into place, so an invalid update changes nothing and a failed one leaves the old version.
+//!
+//! Each enabled skill's scripts are also tools named `skill__SKILL__SCRIPT` (hyphens in the
+//! skill's name become `_`), so MCP clients discover them; calling one is `skill_call`. A script
+//! runs in the Lua sandbox with its skill's other scripts as the only modules it can `require`,
+//! `params` typed by its header, a read-only `config` table, a 300 s timeout unless its
+//! `@timeout` says otherwise, and only the tools its `---@uses` lists (read tools without one).
+//!
+//! Config values live in `CONFIG/skills/NAME.json`; values of fields marked `secret` live apart
+//! in `CONFIG/skills/NAME.secrets.json`, readable by the user only (0600). Secrets are never
+//! returned by `skill_get` or `skill_list`, never printed, and the arguments of `skill_config`
+//! are hidden from previews, prompts and history.
+
+use std::time::Duration;
+
+use crate::error::Error;
+
+mod package;
+mod storage;
+mod tools;
+
+pub use package::{
+    ConfigField, FieldType, Package, SkillMd, SkillScript, check_package, parse_skill_md,
+    valid_name,
+};
+pub use storage::{
+    Meta, get, install, installed, list, load_all, load_one, remove, set_config, set_enabled,
+    tool_name,
+};
+pub use tools::{call, register_tools};
+
+/// A script's default timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest script or reference accepted.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+fn bad(what: &str, message: impl Into<String>) -> Error {
+    Error::Definition {
+        tool: what.to_string(),
+        message: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn skill_md_parses_and_explains() {
+        let md = "---\nname: photo-album\ndescription: Turn photos into a PDF album.\nversion: 1.2\nconfig:\n  api_key:\n    title: API key\n    type: text\n    secret: true\n    required: true\n  size:\n    type: select\n    values: [small, large]\n    default: small\n---\n# Album\nUse make_album.\n";
+        let s = parse_skill_md(md).unwrap();
+        assert_eq!(s.name, "photo-album");
+        assert_eq!(s.version.as_deref(), Some("1.2"));
+        assert_eq!(s.prompt, "# Album\nUse make_album.\n");
+        assert_eq!(s.config.len(), 2);
+        assert!(s.config[0].1.secret && s.config[0].1.required);
+        assert_eq!(s.config[1].1.default, Some(json!("small")));
+        for (bad_md, what) in [
+            ("no front matter", "must start with YAML"),
+            ("---\nname: x\n", "no closing"),
+            (
+                "---\nname: Bad_Name\ndescription: d\n---\n",
+                "lowercase letters",
+            ),
+            ("---\nname: ok\n---\n", "`description` is required"),
+            (
+                "---\nname: ok\ndescription: d\nauthor: me\n---\n",
+                "unknown front matter key `author`",
+            ),
+            (
+                "---\nname: ok\ndescription: d\nconfig:\n  k:\n    type: colour\n---\n",
+                "text, number, select or switch",
+            ),
+            (
+                "---\nname: ok\ndescription: d\nconfig:\n  k:\n    type: select\n---\n",
+                "needs `values`",
+            ),
+            (
+                "---\nname: ok\ndescription: d\nconfig:\n  k:\n    secret: true\n    default: x\n---\n",
+                "cannot have a default",
+            ),
+            ("---\nname: [\n---\n", "not valid YAML"),
+        ] {
+            let e = parse_skill_md(bad_md).unwrap_err().to_string();
+            assert!(e.contains(what), "{bad_md:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn tool_names_fit_mcp() {
+        assert_eq!(
+            tool_name("photo-album", "make_album"),
+            "skill__photo_album__make_album"
+        );
+        crate::registry::check_name(&tool_name("a-b-c", "x1")).unwrap();
+    }
+}

@@ -1,0 +1,410 @@
+//! A skill package as given: SKILL.md (YAML front matter and the prompt), scripts and
+//! references, checked whole before anything is written.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{MAX_FILE_BYTES, bad};
+
+use crate::error::Result;
+use crate::host::Host;
+use crate::program::check as checks;
+use crate::program::header::Header;
+use crate::registry::Kind;
+
+/// A config field's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    /// Free text.
+    Text,
+    /// A number.
+    Number,
+    /// One of `values`.
+    Select,
+    /// On or off.
+    Switch,
+}
+
+/// One config field a skill declares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigField {
+    /// Shown to people.
+    pub title: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: FieldType,
+    /// Whether its value is sensitive (stored apart, never shown).
+    #[serde(default)]
+    pub secret: bool,
+    /// Whether scripts need a value.
+    #[serde(default)]
+    pub required: bool,
+    /// The value when none is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// The choices of a select field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<Value>,
+}
+
+impl ConfigField {
+    pub(super) fn accepts(&self, v: &Value) -> bool {
+        match self.kind {
+            FieldType::Text => v.is_string(),
+            FieldType::Number => v.is_number(),
+            FieldType::Switch => v.is_boolean(),
+            FieldType::Select => self.values.contains(v),
+        }
+    }
+
+    /// Reads a value from command-line text.
+    pub fn from_text(&self, text: &str) -> std::result::Result<Value, String> {
+        let v = match self.kind {
+            FieldType::Text => Value::String(text.to_string()),
+            FieldType::Number => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or(format!("`{text}` is not a number"))?,
+            FieldType::Switch => match text.trim() {
+                "true" | "on" | "yes" | "1" => json!(true),
+                "false" | "off" | "no" | "0" => json!(false),
+                _ => return Err(format!("`{text}` is not on or off")),
+            },
+            FieldType::Select => self
+                .values
+                .iter()
+                .find(|v| v.as_str() == Some(text) || v.to_string().as_str() == text)
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "`{text}` is not one of {}",
+                        Value::Array(self.values.clone())
+                    )
+                })?,
+        };
+        Ok(v)
+    }
+}
+
+/// A parsed `SKILL.md`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillMd {
+    /// Lowercase letters, digits and hyphens, at most 64.
+    pub name: String,
+    /// What the skill is for.
+    pub description: String,
+    /// Its version, if given.
+    pub version: Option<String>,
+    /// Config fields, in declaration order.
+    pub config: Vec<(String, ConfigField)>,
+    /// The Markdown body: the prompt.
+    pub prompt: String,
+}
+
+pub(super) fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
+    use yaml_rust2::Yaml;
+    match y {
+        Yaml::Real(r) => r
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::Null, Value::Number),
+        Yaml::Integer(i) => json!(i),
+        Yaml::String(s) => json!(s),
+        Yaml::Boolean(b) => json!(b),
+        Yaml::Array(a) => Value::Array(a.iter().map(yaml_to_json).collect()),
+        Yaml::Hash(h) => Value::Object(
+            h.iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Yaml::String(s) => s.clone(),
+                        other => yaml_to_json(other).to_string(),
+                    };
+                    (key, yaml_to_json(v))
+                })
+                .collect(),
+        ),
+        Yaml::Null | Yaml::BadValue | Yaml::Alias(_) => Value::Null,
+    }
+}
+
+/// Whether a skill name is valid: lowercase letters, digits and hyphens, 1-64 characters.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Parses `SKILL.md`: YAML front matter between `---` lines, then the prompt.
+pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
+    let what = "SKILL.md";
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let rest = body
+        .strip_prefix("---\n")
+        .or_else(|| body.strip_prefix("---\r\n"))
+        .ok_or_else(|| {
+            bad(
+                what,
+                "it must start with YAML front matter between `---` lines",
+            )
+        })?;
+    let end = rest
+        .find("\n---\n")
+        .or_else(|| rest.find("\n---\r\n"))
+        .map(|i| (i, 5))
+        .or_else(|| rest.ends_with("\n---").then(|| (rest.len() - 4, 4)))
+        .ok_or_else(|| bad(what, "the front matter has no closing `---` line"))?;
+    let front = &rest[..end.0];
+    let prompt = rest[end.0 + end.1..]
+        .trim_start_matches(['\r', '\n'])
+        .to_string();
+    let docs = yaml_rust2::YamlLoader::load_from_str(front)
+        .map_err(|e| bad(what, format!("the front matter is not valid YAML: {e}")))?;
+    let doc = docs.first().map(yaml_to_json).unwrap_or(Value::Null);
+    let Value::Object(m) = doc else {
+        return Err(bad(
+            what,
+            "the front matter must be a YAML mapping (name: ..., description: ...)",
+        ));
+    };
+    for key in m.keys() {
+        if !["name", "description", "version", "config"].contains(&key.as_str()) {
+            return Err(bad(
+                what,
+                format!(
+                    "unknown front matter key `{key}`; use name, description, version and config"
+                ),
+            ));
+        }
+    }
+    let name = m
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if !valid_name(&name) {
+        return Err(bad(
+            what,
+            format!(
+                "`name` must be lowercase letters, digits and hyphens, at most 64 characters; got `{name}`"
+            ),
+        ));
+    }
+    let description = m
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    if description.is_empty() {
+        return Err(bad(
+            what,
+            "`description` is required: say what the skill does",
+        ));
+    }
+    let version = match m.get("version") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => Some(other.to_string()),
+    };
+    let mut config = Vec::new();
+    match m.get("config") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(fields)) => {
+            for (key, f) in fields {
+                let at = format!("at /config/{key}");
+                if !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || key.is_empty() {
+                    return Err(bad(
+                        what,
+                        format!("{at}: field names are letters, digits and _"),
+                    ));
+                }
+                let Value::Object(f) = f else {
+                    return Err(bad(
+                        what,
+                        format!("{at}: must be a mapping (title, type, ...)"),
+                    ));
+                };
+                let kind: FieldType =
+                    serde_json::from_value(f.get("type").cloned().unwrap_or(json!("text")))
+                        .map_err(|_| {
+                            bad(
+                                what,
+                                format!("{at}/type: must be text, number, select or switch"),
+                            )
+                        })?;
+                let values: Vec<Value> = match f.get("values") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(a)) => a.clone(),
+                    Some(_) => return Err(bad(what, format!("{at}/values: must be a list"))),
+                };
+                if kind == FieldType::Select && values.is_empty() {
+                    return Err(bad(what, format!("{at}: a select field needs `values`")));
+                }
+                let field = ConfigField {
+                    title: f
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or(key)
+                        .to_string(),
+                    kind,
+                    secret: f.get("secret").and_then(Value::as_bool).unwrap_or(false),
+                    required: f.get("required").and_then(Value::as_bool).unwrap_or(false),
+                    default: f.get("default").filter(|d| !d.is_null()).cloned(),
+                    values,
+                };
+                if let Some(d) = &field.default
+                    && !field.accepts(d)
+                {
+                    return Err(bad(
+                        what,
+                        format!("{at}/default: {d} does not fit a {:?} field", field.kind),
+                    ));
+                }
+                if field.secret && field.default.is_some() {
+                    return Err(bad(
+                        what,
+                        format!(
+                            "{at}: a secret field cannot have a default (it would be shared in the package)"
+                        ),
+                    ));
+                }
+                config.push((key.clone(), field));
+            }
+        }
+        Some(_) => {
+            return Err(bad(
+                what,
+                "`config` must be a mapping of field names to {title, type, ...}",
+            ));
+        }
+    }
+    Ok(SkillMd {
+        name,
+        description,
+        version,
+        config,
+        prompt,
+    })
+}
+
+/// A script of a package, checked.
+#[derive(Debug, Clone)]
+pub struct SkillScript {
+    /// Its name (the file name without `.lua`).
+    pub name: String,
+    /// Its source.
+    pub code: String,
+    /// Its header.
+    pub header: Header,
+}
+
+/// A whole, checked package.
+#[derive(Debug, Clone)]
+pub struct Package {
+    /// `SKILL.md`, parsed.
+    pub md: SkillMd,
+    /// `SKILL.md` as given.
+    pub skill_md: String,
+    /// The scripts.
+    pub scripts: Vec<SkillScript>,
+    /// The references: name and content.
+    pub references: Vec<(String, String)>,
+}
+
+pub(super) fn valid_script_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 40
+        && n.starts_with(|c: char| c.is_ascii_lowercase())
+        && n.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+pub(super) fn valid_reference_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 100
+        && !n.starts_with('.')
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// Checks a package against the tools registered now; nothing is written.
+pub fn check_package(
+    host: &Host,
+    skill_md: &str,
+    scripts: &[(String, String)],
+    references: &[(String, String)],
+) -> Result<Package> {
+    let md = parse_skill_md(skill_md)?;
+    let mut checked = Vec::new();
+    for (i, (file, code)) in scripts.iter().enumerate() {
+        let name = file.strip_suffix(".lua").unwrap_or(file);
+        let at = format!("at /scripts/{i} (`{file}`)");
+        if !valid_script_name(name) {
+            return Err(bad(
+                &md.name,
+                format!(
+                    "{at}: script names are lowercase letters, digits and _ (at most 40), like `make_album`"
+                ),
+            ));
+        }
+        if checked.iter().any(|s: &SkillScript| s.name == name) {
+            return Err(bad(
+                &md.name,
+                format!("{at}: two scripts are named `{name}`"),
+            ));
+        }
+        if code.len() > MAX_FILE_BYTES {
+            return Err(bad(&md.name, format!("{at}: larger than 1 MiB")));
+        }
+        let header = Header::parse(code, &format!("{name}.lua"))
+            .map_err(|e| bad(&md.name, format!("{at}: {e}")))?;
+        checks::compile_lua(code, &format!("{name}.lua"))
+            .map_err(|m| bad(&md.name, format!("{at}: {m}")))?;
+        checks::uses_capabilities(host, &header, &format!("{name}.lua"), &[Kind::Leaf])
+            .map_err(|m| bad(&md.name, m))?;
+        checked.push(SkillScript {
+            name: name.to_string(),
+            code: code.clone(),
+            header,
+        });
+    }
+    let mut refs: Vec<(String, String)> = Vec::new();
+    for (i, (name, content)) in references.iter().enumerate() {
+        if !valid_reference_name(name) {
+            return Err(bad(
+                &md.name,
+                format!(
+                    "at /references/{i}: `{name}` is not a plain file name (letters, digits, . _ -)"
+                ),
+            ));
+        }
+        if content.len() > MAX_FILE_BYTES {
+            return Err(bad(
+                &md.name,
+                format!("at /references/{i} (`{name}`): larger than 1 MiB"),
+            ));
+        }
+        if refs.iter().any(|(n, _)| n == name) {
+            return Err(bad(
+                &md.name,
+                format!("at /references/{i}: two references are named `{name}`"),
+            ));
+        }
+        refs.push((name.clone(), content.clone()));
+    }
+    Ok(Package {
+        md,
+        skill_md: skill_md.to_string(),
+        scripts: checked,
+        references: refs,
+    })
+}

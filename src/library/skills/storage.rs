@@ -1,0 +1,346 @@
+//! Where skills live: `DATA/skills/NAME/` written as a temporary folder renamed into place,
+//! config values (secrets apart, 0600) under the config folder, and loading them at start.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::package::{Package, check_package, valid_name};
+use super::tools::{capabilities, register_scripts, unregister_scripts};
+use super::{DEFAULT_TIMEOUT, bad};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::store::{self, FileLock};
+
+/// Install times and the on/off switch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    /// When first installed (unix milliseconds).
+    pub installtime: i64,
+    /// When last installed or updated (unix milliseconds).
+    pub updatetime: i64,
+    /// Whether its scripts can run.
+    pub enabled: bool,
+}
+
+pub(super) fn skills_dir(host: &Host) -> PathBuf {
+    host.paths().data_dir.join("skills")
+}
+
+pub(super) fn skill_dir(host: &Host, name: &str) -> PathBuf {
+    skills_dir(host).join(name)
+}
+
+pub(super) fn values_path(host: &Host, name: &str, secret: bool) -> PathBuf {
+    host.paths().config_dir.join("skills").join(if secret {
+        format!("{name}.secrets.json")
+    } else {
+        format!("{name}.json")
+    })
+}
+
+/// The tool name of a skill's script.
+pub fn tool_name(skill: &str, script: &str) -> String {
+    format!("skill__{}__{script}", skill.replace('-', "_"))
+}
+
+pub(super) fn read_meta(host: &Host, name: &str) -> Result<Option<Meta>> {
+    store::read_json(&skill_dir(host, name).join("meta.json"))
+}
+
+/// Loads an installed skill's package from disk.
+pub(super) fn load_package(host: &Host, name: &str) -> Result<Package> {
+    let dir = skill_dir(host, name);
+    let skill_md = std::fs::read_to_string(dir.join("SKILL.md"))
+        .map_err(|e| Error::io(dir.join("SKILL.md"), e))?;
+    let read_folder = |sub: &str| -> Result<Vec<(String, String)>> {
+        let path = dir.join(sub);
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            return Ok(out);
+        };
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(e.path()).map_err(|err| Error::io(e.path(), err))?;
+            out.push((file, text));
+        }
+        out.sort();
+        Ok(out)
+    };
+    let scripts = read_folder("scripts")?;
+    let references = read_folder("references")?;
+    check_package(host, &skill_md, &scripts, &references)
+}
+
+/// The values set for a skill: plain and secret, merged (secrets never leave the host).
+pub(super) fn values(host: &Host, name: &str) -> Result<Map<String, Value>> {
+    let mut all: Map<String, Value> =
+        store::read_json(&values_path(host, name, false))?.unwrap_or_default();
+    let secrets: Map<String, Value> =
+        store::read_json(&values_path(host, name, true))?.unwrap_or_default();
+    all.extend(secrets);
+    Ok(all)
+}
+
+pub(super) fn write_private(path: &Path, value: &Value) -> Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).unwrap_or_default();
+    text.push(b'\n');
+    store::atomic_write_private(path, &text)
+}
+
+/// Installs or updates a skill. The old version stays intact unless the new one is complete.
+pub fn install(host: &Host, package: Package) -> Result<(Value, bool)> {
+    let name = package.md.name.clone();
+    let root = skills_dir(host);
+    store::ensure_dir(&root)?;
+    let _lock = FileLock::acquire(&root.join(&name))?;
+    let old = read_meta(host, &name)?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let meta = Meta {
+        installtime: old.as_ref().map_or(now, |m| m.installtime),
+        updatetime: now,
+        enabled: old.as_ref().is_none_or(|m| m.enabled),
+    };
+    let tmp = root.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+    let write_all = || -> Result<()> {
+        store::atomic_write(&tmp.join("SKILL.md"), package.skill_md.as_bytes())?;
+        for s in &package.scripts {
+            store::atomic_write(
+                &tmp.join("scripts").join(format!("{}.lua", s.name)),
+                s.code.as_bytes(),
+            )?;
+        }
+        for (n, c) in &package.references {
+            store::atomic_write(&tmp.join("references").join(n), c.as_bytes())?;
+        }
+        store::write_json(&tmp.join("meta.json"), &meta)
+    };
+    if let Err(e) = write_all() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    let dest = skill_dir(host, &name);
+    let aside = root.join(format!(".{name}.{}.old", uuid::Uuid::new_v4()));
+    if dest.exists() {
+        std::fs::rename(&dest, &aside).map_err(|e| Error::io(&dest, e))?;
+    }
+    if let Err(e) = std::fs::rename(&tmp, &dest) {
+        if aside.exists() {
+            let _ = std::fs::rename(&aside, &dest);
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(Error::io(&dest, e));
+    }
+    let _ = std::fs::remove_dir_all(&aside);
+    // Tools of scripts that went away disappear; the others are (re)registered.
+    unregister_scripts(host, &name);
+    if meta.enabled {
+        register_scripts(host, &package)?;
+    }
+    Ok((summary(host, &package, &meta)?, old.is_some()))
+}
+
+pub(super) fn summary(host: &Host, package: &Package, meta: &Meta) -> Result<Value> {
+    let _ = host;
+    Ok(json!({
+        "name": package.md.name,
+        "description": package.md.description,
+        "toolNames": package.scripts.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+        "referenceNames": package.references.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        "hasConfig": !package.md.config.is_empty(),
+        "enabled": meta.enabled,
+        "installtime": meta.installtime,
+        "updatetime": meta.updatetime,
+    }))
+}
+
+/// Every installed skill's summary; unreadable ones are reported and skipped.
+pub fn list(host: &Host) -> Vec<Value> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(skills_dir(host)) else {
+        return out;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    for name in names {
+        let loaded = load_package(host, &name).and_then(|p| {
+            let meta = read_meta(host, &name)?.ok_or_else(|| bad(&name, "meta.json is missing"))?;
+            summary(host, &p, &meta)
+        });
+        match loaded {
+            Ok(s) => out.push(s),
+            Err(e) => host.warn(format!("skill `{name}` could not be read: {e}")),
+        }
+    }
+    out
+}
+
+/// A skill's record (summary, prompt, config schema, non-secret values), or null.
+pub fn get(host: &Host, name: &str) -> Result<Value> {
+    if !valid_name(name) || !skill_dir(host, name).exists() {
+        return Ok(Value::Null);
+    }
+    let p = load_package(host, name)?;
+    let meta = read_meta(host, name)?.ok_or_else(|| bad(name, "meta.json is missing"))?;
+    let mut record = summary(host, &p, &meta)?;
+    let set = values(host, name)?;
+    let mut config = Map::new();
+    let mut shown = Map::new();
+    for (key, f) in &p.md.config {
+        config.insert(key.clone(), serde_json::to_value(f).unwrap_or_default());
+        if f.secret {
+            shown.insert(
+                key.clone(),
+                json!({"secret": true, "set": set.contains_key(key)}),
+            );
+        } else if let Some(v) = set.get(key).or(f.default.as_ref()) {
+            shown.insert(key.clone(), v.clone());
+        }
+    }
+    let scripts: Vec<Value> = p
+        .scripts
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "tool": tool_name(name, &s.name),
+                "description": s.header.description,
+                "params": s.header.params_schema(),
+                "timeout_secs": s.header.timeout.unwrap_or(DEFAULT_TIMEOUT).as_secs_f64(),
+                "may_call": capabilities(s).describe(),
+            })
+        })
+        .collect();
+    record["scripts"] = json!(scripts);
+    record["prompt"] = json!(p.md.prompt);
+    record["config"] = Value::Object(config);
+    record["values"] = Value::Object(shown);
+    if let Some(v) = &p.md.version {
+        record["version"] = json!(v);
+    }
+    Ok(record)
+}
+
+/// Removes a skill (its files, values and tools); whether it was there.
+pub fn remove(host: &Host, name: &str) -> Result<bool> {
+    if !valid_name(name) {
+        return Ok(false);
+    }
+    let dir = skill_dir(host, name);
+    if !dir.exists() {
+        return Ok(false);
+    }
+    let _lock = FileLock::acquire(&dir)?;
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    for secret in [false, true] {
+        let _ = std::fs::remove_file(values_path(host, name, secret));
+    }
+    unregister_scripts(host, name);
+    Ok(true)
+}
+
+/// Sets config values; checks each against its field. Returns the keys set (never values).
+pub fn set_config(host: &Host, name: &str, given: &Map<String, Value>) -> Result<Vec<String>> {
+    let p = load_package(host, name)
+        .map_err(|_| Error::Refused(format!("there is no skill `{name}`")))?;
+    let mut plain: Map<String, Value> =
+        store::read_json(&values_path(host, name, false))?.unwrap_or_default();
+    let mut secrets: Map<String, Value> =
+        store::read_json(&values_path(host, name, true))?.unwrap_or_default();
+    for (key, v) in given {
+        let (_, field) = p.md.config.iter().find(|(k, _)| k == key).ok_or_else(|| {
+            let keys: Vec<&str> = p.md.config.iter().map(|(k, _)| k.as_str()).collect();
+            Error::Refused(format!(
+                "`{name}` has no config field `{key}` (fields: {})",
+                if keys.is_empty() {
+                    "none".into()
+                } else {
+                    keys.join(", ")
+                }
+            ))
+        })?;
+        if v.is_null() {
+            plain.remove(key);
+            secrets.remove(key);
+            continue;
+        }
+        if !field.accepts(v) {
+            // The value itself is not repeated: it may be a secret.
+            return Err(Error::Refused(format!(
+                "the value for `{key}` does not fit its {:?} field",
+                field.kind
+            )));
+        }
+        if field.secret {
+            secrets.insert(key.clone(), v.clone());
+        } else {
+            plain.insert(key.clone(), v.clone());
+        }
+    }
+    store::write_json(&values_path(host, name, false), &plain)?;
+    write_private(&values_path(host, name, true), &Value::Object(secrets))?;
+    Ok(given.keys().cloned().collect())
+}
+
+/// Switches a skill on or off (its script tools come and go with it).
+pub fn set_enabled(host: &Host, name: &str, enabled: bool) -> Result<()> {
+    let p = load_package(host, name)
+        .map_err(|_| Error::Refused(format!("there is no skill `{name}`")))?;
+    let path = skill_dir(host, name).join("meta.json");
+    let _lock = FileLock::acquire(&path)?;
+    let mut meta = read_meta(host, name)?.ok_or_else(|| bad(name, "meta.json is missing"))?;
+    meta.enabled = enabled;
+    store::write_json(&path, &meta)?;
+    unregister_scripts(host, name);
+    if enabled {
+        register_scripts(host, &p)?;
+    }
+    Ok(())
+}
+
+/// The installed skills' folders (names not starting with `.`: those are installs underway).
+pub fn installed(host: &Host) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(skills_dir(host)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(name, path)| !name.starts_with('.') && path.is_dir())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Registers the script tools of every enabled skill; problems become warnings.
+pub fn load_all(host: &Host) {
+    for (name, _) in installed(host) {
+        load_one(host, &name);
+    }
+}
+
+/// (Re)registers one skill's script tools as its files say: none when it is disabled or gone;
+/// problems become warnings.
+pub fn load_one(host: &Host, name: &str) {
+    unregister_scripts(host, name);
+    if !skill_dir(host, name).is_dir() {
+        return;
+    }
+    let loaded = load_package(host, name).and_then(|p| {
+        let meta = read_meta(host, name)?.ok_or_else(|| bad(name, "meta.json is missing"))?;
+        if meta.enabled {
+            register_scripts(host, &p)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = loaded {
+        host.warn(format!("skill `{name}` was not loaded: {e}"));
+    }
+}

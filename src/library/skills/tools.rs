@@ -1,0 +1,293 @@
+//! A skill's scripts as programs and tools (`skill__SKILL__SCRIPT`), and the skill tools:
+//! `skill_call` resolves the script before the gate asks, so the question shows what it may do.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::package::{Package, SkillScript, check_package, valid_name};
+use super::storage::{
+    get, install, list, load_package, read_meta, remove, set_config, set_enabled, skill_dir,
+    tool_name, values,
+};
+use super::{DEFAULT_TIMEOUT, bad};
+
+use crate::error::{Error, Result};
+use crate::gate::CallContext;
+use crate::host::Host;
+use crate::program::steps::RunMode;
+use crate::program::{self, Body, LuaBody, Program, Resolved, Scope};
+use crate::registry::{
+    Annotations, Capabilities, Effect, Handler, Kind, Registry, ToolSpec, handler,
+};
+
+pub(super) fn unregister_scripts(host: &Host, name: &str) {
+    let prefix = format!("skill__{}__", name.replace('-', "_"));
+    for t in host.registry().all() {
+        if t.spec().name.starts_with(&prefix) {
+            host.registry().unregister(&t.spec().name);
+        }
+    }
+}
+
+pub(super) fn capabilities(script: &SkillScript) -> Capabilities {
+    match &script.header.uses {
+        Some(uses) => Capabilities::Tools(uses.clone()),
+        None => Capabilities::ReadOnly,
+    }
+}
+
+/// The program a script is, with the modules and config it runs with (config read now).
+pub(super) fn script_program(host: &Host, skill: &str, script: &str) -> Result<Program> {
+    if !valid_name(skill) || !skill_dir(host, skill).exists() {
+        return Err(Error::Refused(format!(
+            "there is no skill `{skill}`; `lmcp skill list` lists them"
+        )));
+    }
+    let p = load_package(host, skill)?;
+    let meta = read_meta(host, skill)?.ok_or_else(|| bad(skill, "meta.json is missing"))?;
+    if !meta.enabled {
+        return Err(Error::Refused(format!(
+            "the skill `{skill}` is disabled; `lmcp skill enable {skill}` turns it on"
+        )));
+    }
+    let s = p.scripts.iter().find(|s| s.name == script).ok_or_else(|| {
+        let names: Vec<&str> = p.scripts.iter().map(|s| s.name.as_str()).collect();
+        Error::Refused(format!(
+            "`{skill}` has no script `{script}` (scripts: {})",
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        ))
+    })?;
+    let mut config = values(host, skill)?;
+    for (key, f) in &p.md.config {
+        if !config.contains_key(key) {
+            match &f.default {
+                Some(d) => {
+                    config.insert(key.clone(), d.clone());
+                }
+                None if f.required => {
+                    return Err(Error::Refused(format!(
+                        "`{skill}` needs its config field `{key}` ({}); set it with `lmcp skill config {skill} {key}=VALUE`",
+                        f.title
+                    )));
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(Program {
+        name: tool_name(skill, script),
+        params: s.header.params.clone(),
+        capabilities: capabilities(s),
+        timeout: Some(s.header.timeout.unwrap_or(DEFAULT_TIMEOUT)),
+        body: Body::Lua(LuaBody {
+            source: s.code.clone(),
+            chunk: format!("{}.lua", s.name),
+            modules: p
+                .scripts
+                .iter()
+                .map(|m| (m.name.clone(), m.code.clone()))
+                .collect(),
+            config: Some(config),
+        }),
+    })
+}
+
+/// The gate's view of a `skill_call` call: the script it runs.
+pub(super) fn resolve_call(host: &Host, args: &Value) -> Result<Resolved> {
+    let program = script_program(
+        host,
+        args["skill"].as_str().unwrap_or(""),
+        args["script"].as_str().unwrap_or(""),
+    )?;
+    Ok(Resolved {
+        program: Arc::new(program),
+        for_real: true,
+    })
+}
+
+pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<()> {
+    for s in &package.scripts {
+        let caps = capabilities(s);
+        let (effect, annotations) =
+            Scope::of(host.registry(), &caps, true).effect_and_annotations();
+        let description = s.header.description.clone().unwrap_or_else(|| {
+            format!(
+                "The `{}` script of the `{}` skill.",
+                s.name, package.md.name
+            )
+        });
+        let name = tool_name(&package.md.name, &s.name);
+        let spec = ToolSpec::new(
+            &name,
+            &format!("{} / {}", package.md.name, s.name),
+            &description,
+            s.header.params_schema(),
+        )
+        .effect(effect, annotations)
+        .kind(Kind::Workflow)
+        .capabilities(caps);
+        let (skill, script) = (package.md.name.clone(), s.name.clone());
+        let h: Handler = handler(move |inv| {
+            let (skill, script) = (skill.clone(), script.clone());
+            async move {
+                let params = inv.args.as_object().cloned().unwrap_or_default();
+                call(&inv.host, &inv.ctx, &skill, &script, &params, None).await
+            }
+        });
+        host.registry().register_or_replace(spec, h)?;
+    }
+    Ok(())
+}
+
+/// Runs one script of a skill: `program` when the gate resolved it already, else read now.
+pub async fn call(
+    host: &Arc<Host>,
+    ctx: &CallContext,
+    skill: &str,
+    script: &str,
+    params: &Map<String, Value>,
+    program: Option<Arc<Program>>,
+) -> Result<Value> {
+    let program = match program {
+        Some(p) => p,
+        None => Arc::new(script_program(host, skill, script)?),
+    };
+    let report = program::run(host, ctx, &program, params, RunMode::AsCalled).await?;
+    Ok(json!({"result": report.result, "output": report.output, "previews": report.previews}))
+}
+
+pub(super) fn files_arg(v: &Value, key: &str, value_key: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (i, item) in v[key].as_array().into_iter().flatten().enumerate() {
+        let name = item["name"]
+            .as_str()
+            .ok_or_else(|| Error::Usage(format!("{key}[{i}] needs a name")))?;
+        let content = item[value_key]
+            .as_str()
+            .ok_or_else(|| Error::Usage(format!("{key}[{i}] needs {value_key}")))?;
+        out.push((name.to_string(), content.to_string()));
+    }
+    Ok(out)
+}
+
+/// Registers the skill tools.
+pub fn register_tools(registry: &Registry) -> Result<()> {
+    let write = Annotations::changing(false, true, false);
+    let name_only = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false});
+    let files = |value: &str| json!({"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, value: {"type": "string"}}, "required": ["name", value], "additionalProperties": false}});
+
+    registry.register_builtin(
+        ToolSpec::new("skill_list", "List skills", "List the installed skills: name, description, toolNames, referenceNames, hasConfig, enabled, installtime, updatetime.", json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        handler(|inv| async move { Ok(json!({"skills": list(&inv.host)})) }),
+    )?;
+    registry.register_builtin(
+        ToolSpec::new("skill_get", "Show a skill", "A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the values set (secrets never shown), or null when there is no such skill.", name_only.clone()),
+        handler(|inv| async move { Ok(json!({"skill": get(&inv.host, inv.args["name"].as_str().unwrap_or(""))?})) }),
+    )?;
+    let install_spec = ToolSpec::new(
+        "skill_install",
+        "Install a skill",
+        "Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses lists the tools a script calls) and references [{name, content}]. A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
+        json!({"type": "object", "properties": {"skill_md": {"type": "string", "minLength": 1}, "scripts": files("code"), "references": files("content")}, "required": ["skill_md"], "additionalProperties": false}),
+    )
+    .effect(Effect::Write, write)
+    .kind(Kind::Authoring)
+    .summary(|a| format!("install a skill with {} script(s)", a["scripts"].as_array().map_or(0, Vec::len)));
+    registry.register_builtin(
+        install_spec,
+        handler(|inv| async move {
+            let scripts = files_arg(&inv.args, "scripts", "code")?;
+            let references = files_arg(&inv.args, "references", "content")?;
+            let package = check_package(
+                &inv.host,
+                inv.args["skill_md"].as_str().unwrap_or(""),
+                &scripts,
+                &references,
+            )?;
+            let calls: Vec<Value> = package
+                .scripts
+                .iter()
+                .map(|s| json!({"script": s.name, "may_call": capabilities(s).describe()}))
+                .collect();
+            let (mut summary, updated) = install(&inv.host, package)?;
+            summary["updated"] = json!(updated);
+            summary["scripts_call"] = json!(calls);
+            Ok(summary)
+        }),
+    )?;
+    let remove_spec = ToolSpec::new("skill_remove", "Remove a skill", "Remove an installed skill, its config values and its script tools. Returns whether it was installed.", name_only.clone())
+        .effect(Effect::Write, Annotations::changing(true, true, false))
+        .kind(Kind::Authoring)
+        .summary(|a| format!("remove the skill {}", a["name"].as_str().unwrap_or("?")));
+    registry.register_builtin(
+        remove_spec,
+        handler(|inv| async move {
+            Ok(json!({"removed": remove(&inv.host, inv.args["name"].as_str().unwrap_or(""))?}))
+        }),
+    )?;
+    let call_spec = ToolSpec::new(
+        "skill_call",
+        "Call a skill script",
+        "Run one script of an installed, enabled skill directly, with its params; it sees the skill's config, can require the skill's other scripts, and may call only the tools its ---@uses lists. Timeout 300 s unless the script's @timeout says otherwise.",
+        json!({"type": "object", "properties": {"skill": {"type": "string"}, "script": {"type": "string"}, "params": {"type": "object"}}, "required": ["skill", "script"], "additionalProperties": false}),
+    )
+    .effect(Effect::Write, Annotations::changing(false, false, true))
+    .kind(Kind::Gateway)
+    .without_preview()
+    .resolves(resolve_call);
+    registry.register_builtin(
+        call_spec,
+        handler(|inv| async move {
+            let params = inv.args["params"].as_object().cloned().unwrap_or_default();
+            call(
+                &inv.host,
+                &inv.ctx,
+                inv.args["skill"].as_str().unwrap_or(""),
+                inv.args["script"].as_str().unwrap_or(""),
+                &params,
+                inv.program.clone(),
+            )
+            .await
+        }),
+    )?;
+    let config_spec = ToolSpec::new(
+        "skill_config",
+        "Configure a skill",
+        "Set a skill's config values ({key: value}; null removes one). Values of secret fields are stored apart, readable by the user only, and never shown again.",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "values": {"type": "object"}}, "required": ["name", "values"], "additionalProperties": false}),
+    )
+    .effect(Effect::Write, write)
+    .kind(Kind::Authoring)
+    .secret_args()
+    .summary(|a| format!("set config of the skill {} (values hidden)", a["name"].as_str().unwrap_or("?")));
+    registry.register_builtin(
+        config_spec,
+        handler(|inv| async move {
+            let values = inv.args["values"].as_object().cloned().unwrap_or_default();
+            let keys = set_config(&inv.host, inv.args["name"].as_str().unwrap_or(""), &values)?;
+            Ok(json!({"set": keys}))
+        }),
+    )?;
+    let enable_spec = ToolSpec::new(
+        "skill_enable",
+        "Enable or disable a skill",
+        "Turn a skill on or off; a disabled skill's scripts cannot be called and its script tools disappear.",
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "enabled": {"type": "boolean"}}, "required": ["name", "enabled"], "additionalProperties": false}),
+    )
+    .effect(Effect::Write, write)
+    .kind(Kind::Authoring);
+    registry.register_builtin(
+        enable_spec,
+        handler(|inv| async move {
+            let enabled = inv.args["enabled"].as_bool().unwrap_or(true);
+            set_enabled(&inv.host, inv.args["name"].as_str().unwrap_or(""), enabled)?;
+            Ok(json!({"name": inv.args["name"], "enabled": enabled}))
+        }),
+    )?;
+    Ok(())
+}
