@@ -663,6 +663,17 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// "; did you mean `NAME`?" for the closest registered name, or "" when none is close: the
+    /// one hint every "there is no tool" message uses.
+    pub fn did_you_mean(&self, name: &str) -> String {
+        self.closest(name)
+            .first()
+            .map(|h| format!("; did you mean `{h}`?"))
+            .unwrap_or_default()
+    }
+}
+
 /// Tool names are snake_case ASCII: a lowercase letter, then lowercase letters, digits and `_`,
 /// at most 64 characters (MCP clients cap names near there).
 pub fn check_name(name: &str) -> Result<()> {

@@ -23,13 +23,9 @@ pub(super) fn check_grant_key(host: &Host, key: &str) -> Result<()> {
     if key.starts_with("user_") && crate::registry::check_name(key).is_ok() {
         return Ok(());
     }
-    let mut hint = host.registry().closest(key);
-    hint.truncate(1);
     Err(Error::Usage(format!(
         "`{key}` is not a tool, an effect (read, write, send) or `destructive`{}",
-        hint.first()
-            .map(|h| format!("; did you mean `{h}`?"))
-            .unwrap_or_default()
+        host.registry().did_you_mean(key)
     )))
 }
 

@@ -44,12 +44,10 @@ pub fn compile_lua(source: &str, chunk: &str) -> std::result::Result<(), String>
 /// The registered tool `name`, or a message suggesting the closest names.
 pub fn find_tool(host: &Host, name: &str) -> std::result::Result<Arc<Tool>, String> {
     host.registry().get(name).ok_or_else(|| {
-        let hint = host
-            .registry()
-            .closest(name)
-            .first()
-            .map(|h| format!("; did you mean `{h}`?"))
-            .unwrap_or_else(|| "; `lmcp tools` lists them".into());
+        let hint = match host.registry().did_you_mean(name) {
+            h if h.is_empty() => "; `lmcp tools` lists them".to_string(),
+            h => h,
+        };
         format!("there is no tool `{name}`{hint}")
     })
 }

@@ -121,13 +121,9 @@ pub fn delete(host: &Host, name: &str) -> Result<()> {
     let _lock = FileLock::acquire(&path)?;
     let on_disk = path.exists();
     if !on_disk && host.registry().get(name).is_none() {
-        let hint = host.registry().closest(name);
-        let hint = hint
-            .first()
-            .map(|h| format!("; did you mean `{h}`?"))
-            .unwrap_or_default();
         return Err(Error::Refused(format!(
-            "there is no custom tool `{name}`{hint}"
+            "there is no custom tool `{name}`{}",
+            host.registry().did_you_mean(name)
         )));
     }
     if on_disk {
