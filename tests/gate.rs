@@ -1005,3 +1005,29 @@ fn the_command_line_never_prints_raw_control_characters() {
     assert!(!text.contains('\u{1b}'), "{text:?}");
     assert!(text.contains("-p 'p=b\\e[2J.txt'"), "{text}");
 }
+
+/// A Lua recipe that runs another recipe can be planned from the command line with nobody to
+/// ask: in a plan the nested program is a plan too, so nothing needs a yes.
+#[test]
+fn a_plan_of_a_recipe_that_runs_a_recipe_needs_no_yes() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let inner = h.join("inner.json");
+    std::fs::write(
+        &inner,
+        json!({"name": "inner", "steps": [{"tool": "write_file", "args": {"path": "i.txt", "content": "x"}}]}).to_string(),
+    )
+    .unwrap();
+    let outer = h.join("outer.lua");
+    std::fs::write(
+        &outer,
+        "---@name outer\n---@uses recipe_run\nreturn tools.recipe_run{name = 'inner', confirm = true}.result\n",
+    )
+    .unwrap();
+    common::lmcp_ok(h, &["recipe", "save", inner.to_str().unwrap()]);
+    common::lmcp_ok(h, &["recipe", "save", outer.to_str().unwrap()]);
+    let out = common::lmcp_ok(h, &["recipe", "run", "outer", "--json"]);
+    let plan = common::json_out(&out);
+    assert_eq!(plan["calls"][0]["tool"], json!("write_file"), "{plan}");
+    assert!(!h.join("data/workspace/i.txt").exists());
+}

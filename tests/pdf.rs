@@ -791,6 +791,33 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
     let o = common::lmcp(home.path(), &["call", "workspace_list", "--json"]);
     let listed = common::json_out(&o);
     assert_eq!(listed["result"]["workspaces"], json!([]), "{listed}");
+    // the same folder again: refused before anything is built, the files kept; --force replaces
+    let before = std::fs::read(out.join("manifest.json")).unwrap();
+    let again = |force: bool| {
+        let mut args = vec![
+            "pdf",
+            a.to_str().unwrap(),
+            "--title",
+            "Again",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        if force {
+            args.push("--force");
+        }
+        common::lmcp(home.path(), &args)
+    };
+    let o = again(false);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(std::fs::read(out.join("manifest.json")).unwrap(), before);
+    assert_eq!(again(true).status.code(), Some(0));
+    assert_ne!(std::fs::read(out.join("manifest.json")).unwrap(), before);
     // without -o, the results stay in the scratch workspace, which is listed
     let o = common::lmcp(
         home.path(),

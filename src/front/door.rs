@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::gate::{
-    AlwaysYes, CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin, Outcome,
-    TtyPrompt,
+    AlwaysYes, Answer, AnswerFuture, CallContext, CallRequest, ConfirmMode, ConfirmRequest,
+    Confirmer, NoPerson, Origin, Outcome, TtyPrompt,
 };
 use crate::host::Host;
 
@@ -40,6 +40,25 @@ pub(crate) fn person(yes: bool) -> Arc<dyn Confirmer> {
     }
 }
 
+/// Says yes to the one call a person just approved on screen (a recipe run bound to the plan
+/// they read), and passes every other question, and any per-tool `ask` grant, to `then`.
+pub(crate) struct YesTo {
+    /// The tool whose question was already answered.
+    pub tool: String,
+    /// Who answers the rest.
+    pub then: Arc<dyn Confirmer>,
+}
+
+impl Confirmer for YesTo {
+    fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        if request.tool == self.tool && !request.every_time {
+            Box::pin(std::future::ready(Answer::Yes))
+        } else {
+            self.then.confirm(request)
+        }
+    }
+}
+
 /// Calls a tool through the gate as a person's direct action (confirmed; asking where a grant
 /// says ask), with a progress line on a terminal when `progress`.
 pub(crate) async fn gated(
@@ -49,8 +68,18 @@ pub(crate) async fn gated(
     yes: bool,
     progress: bool,
 ) -> Outcome {
-    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
-        .with_confirmer(super::door::person(yes));
+    gated_with(host, tool, args, person(yes), progress).await
+}
+
+/// [`gated`] with a given confirmer.
+pub(crate) async fn gated_with(
+    host: &Arc<Host>,
+    tool: &str,
+    args: Value,
+    confirmer: Arc<dyn Confirmer>,
+    progress: bool,
+) -> Outcome {
+    let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer);
     if progress {
         ctx = with_progress(ctx);
     }
@@ -196,4 +225,37 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Scripted;
+    use crate::registry::Effect;
+
+    fn request(tool: &str, every_time: bool) -> ConfirmRequest {
+        ConfirmRequest {
+            tool: tool.into(),
+            effect: Effect::Write,
+            destructive: true,
+            args: Value::Null,
+            summary: String::new(),
+            why: String::new(),
+            calls: Vec::new(),
+            every_time,
+        }
+    }
+
+    #[tokio::test]
+    async fn yes_to_covers_only_the_call_shown_and_never_a_per_tool_ask() {
+        let then = Arc::new(Scripted::new([Answer::No, Answer::No]));
+        let c = YesTo {
+            tool: "recipe_run".into(),
+            then: then.clone(),
+        };
+        assert_eq!(c.confirm(&request("recipe_run", false)).await, Answer::Yes);
+        assert_eq!(c.confirm(&request("recipe_run", true)).await, Answer::No);
+        assert_eq!(c.confirm(&request("write_file", false)).await, Answer::No);
+        assert_eq!(then.asked().len(), 2);
+    }
 }

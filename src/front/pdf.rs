@@ -33,7 +33,17 @@ pub struct PdfArgs {
     /// Copy document.pdf, manifest.json and preview.html into this folder.
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// Replace those files in DIR when they exist (otherwise lmcp refuses before building).
+    #[arg(long, requires = "output")]
+    pub force: bool,
 }
+
+/// The files `-o DIR` receives.
+const OUTPUT_FILES: [(&str, &str); 3] = [
+    ("file_path", "document.pdf"),
+    ("manifest_path", "manifest.json"),
+    ("preview_path", "preview.html"),
+];
 
 /// A page preset on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -58,6 +68,23 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
             "{} images is more than the 20 a PDF build takes",
             args.images.len()
         )));
+    }
+    if let Some(dir) = &args.output
+        && !args.force
+    {
+        let taken: Vec<String> = OUTPUT_FILES
+            .iter()
+            .filter(|(_, f)| std::fs::symlink_metadata(dir.join(f)).is_ok())
+            .map(|(_, f)| f.to_string())
+            .collect();
+        if !taken.is_empty() {
+            return Err(Error::Refused(format!(
+                "{} already holds {}; nothing was built. Choose another folder, or pass --force \
+                 to replace them",
+                dir.display(),
+                taken.join(", ")
+            )));
+        }
     }
     let staging_name = format!(".pdf-{}", uuid::Uuid::new_v4().simple());
     let staging = host.paths().workspace_dir().join(&staging_name);
@@ -87,11 +114,7 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     };
     let mut value = built.clone();
     if let Some(dir) = &args.output {
-        for (key, file) in [
-            ("file_path", "document.pdf"),
-            ("manifest_path", "manifest.json"),
-            ("preview_path", "preview.html"),
-        ] {
+        for (key, file) in OUTPUT_FILES {
             let from = PathBuf::from(built[key].as_str().unwrap_or_default());
             let to = dir.join(file);
             store::atomic_move(&from, &to)?;

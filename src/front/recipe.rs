@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::door::{ask, emit, gated};
+use super::door::{YesTo, ask, emit, gated, gated_with, person};
 use crate::error::{Error, Result};
 use crate::gate::Outcome;
 use crate::host::Host;
@@ -172,8 +172,13 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             {
                 args["confirm"] = json!(true);
                 args["plan_hash"] = report["plan_hash"].clone();
-                // The person said yes to this plan; grants that ask still ask on the terminal.
-                let report = done(gated(host, "recipe_run", args, false, true).await)?;
+                // The person said yes to this plan, and the run is bound to it by its hash; a
+                // per-tool ask grant still asks on the terminal.
+                let confirmer = Arc::new(YesTo {
+                    tool: "recipe_run".into(),
+                    then: person(false),
+                });
+                let report = done(gated_with(host, "recipe_run", args, confirmer, true).await)?;
                 print!("{}", render_report(&report, ""));
             }
             Ok(0)

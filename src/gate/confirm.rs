@@ -46,6 +46,8 @@ pub struct ConfirmRequest {
     pub why: String,
     /// For a program: every state-changing call it may make. A yes covers exactly these.
     pub calls: Vec<ShownCall>,
+    /// The tool's own grant is `ask`: it is asked every time, whatever was approved before.
+    pub every_time: bool,
 }
 
 /// The future a confirmer returns.
@@ -223,6 +225,7 @@ mod tests {
             summary: "write 500 bytes to a.txt".into(),
             why: "the grant for destructive tools is ask".into(),
             calls: Vec::new(),
+            every_time: false,
         }
     }
 

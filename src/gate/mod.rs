@@ -241,6 +241,7 @@ async fn decide_and_run(
             args: shown_args.clone(),
             summary,
             why: why.clone(),
+            every_time: per_tool_ask,
             calls: if scope.is_some() {
                 calls.clone()
             } else {

@@ -108,8 +108,13 @@ impl Scope {
             calls: specs
                 .iter()
                 .filter(|s| {
-                    (s.kind == Kind::Gateway && for_real)
-                        || (s.effect.changes_state() && (for_real || !s.has_preview))
+                    if s.kind == Kind::Gateway {
+                        // in a plan, a gateway's own program is a plan too: worked out (and
+                        // asked about, if need be) when it is called
+                        for_real
+                    } else {
+                        s.effect.changes_state() && (for_real || !s.has_preview)
+                    }
                 })
                 .map(|s| {
                     // A gateway runs a program chosen by its arguments at run time: shown at its
