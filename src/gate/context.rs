@@ -95,10 +95,10 @@ pub struct CallContext {
     progress: Option<ProgressSink>,
     confirm: ConfirmMode,
     confirmer: Arc<dyn Confirmer>,
-    /// Programs this call runs inside that declared what they may call: (program, capabilities).
-    restrictions: Arc<Vec<(String, Capabilities)>>,
+    /// The program this call runs inside, if it declared what it may call: (program, capabilities).
+    restrictions: Option<Arc<(String, Capabilities)>>,
     /// What a person said yes to in this call tree: the state-changing calls they were shown.
-    approval: Arc<Approval>,
+    approval: Option<Arc<Approval>>,
     /// The plan of the program this call runs in, if a runner records one.
     plan: Option<Arc<Plan>>,
 }
@@ -128,8 +128,8 @@ impl CallContext {
             progress: None,
             confirm,
             confirmer: Arc::new(NoPerson),
-            restrictions: Arc::new(Vec::new()),
-            approval: Arc::new(Approval::default()),
+            restrictions: None,
+            approval: None,
             plan: None,
         }
     }
@@ -241,7 +241,7 @@ impl CallContext {
     /// gateway or workflow it declared), so inside it its own declaration is what holds: it can
     /// call nothing its parent did not let it be called for, and no more than it declared.
     pub fn restricted(mut self, program: &str, capabilities: Capabilities) -> Self {
-        self.restrictions = Arc::new(vec![(program.to_string(), capabilities)]);
+        self.restrictions = Some(Arc::new((program.to_string(), capabilities)));
         self
     }
 
@@ -251,20 +251,20 @@ impl CallContext {
         spec: &crate::registry::ToolSpec,
     ) -> Option<&(String, Capabilities)> {
         self.restrictions
-            .iter()
-            .find(|(_, caps)| !caps.allows(spec))
+            .as_deref()
+            .filter(|(_, caps)| !caps.allows(spec))
     }
 
-    /// What a person said yes to in this call tree.
-    pub fn approval(&self) -> &Approval {
-        &self.approval
+    /// What a person said yes to in this call tree, if anything.
+    pub fn approval(&self) -> Option<&Approval> {
+        self.approval.as_deref()
     }
 
     /// Records a person's yes to `calls` for this call and everything nested in it.
     pub(crate) fn approve(&mut self, calls: &[ShownCall]) {
-        let mut a = (*self.approval).clone();
+        let mut a = self.approval.as_deref().cloned().unwrap_or_default();
         a.extend(calls);
-        self.approval = Arc::new(a);
+        self.approval = Some(Arc::new(a));
     }
 
     /// Records this call tree's state-changing calls into `plan` (a program runner's).

@@ -212,7 +212,9 @@ async fn decide_and_run(
         });
     }
     let per_tool_ask = config.grants.get(&name) == Some(&Grant::Ask);
-    let covered = ctx.approval().covers(&name, effect, destructive);
+    let covered = ctx
+        .approval()
+        .is_some_and(|a| a.covers(&name, effect, destructive));
     let why = if per_tool_ask {
         Some(format!("the {grant_source} is ask, so it asks every time"))
     } else if covered {

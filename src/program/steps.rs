@@ -425,7 +425,7 @@ async fn run_steps(
     let total = steps.len();
     let confirmed = report.confirmed;
     // Each step's id and result (None for a wait or a previewed step).
-    let mut results: Vec<(String, Option<Value>)> = Vec::with_capacity(total);
+    let mut results = Results::default();
     for (i, step) in steps.iter().enumerate() {
         ctx.progress(
             i as u64,
@@ -434,7 +434,7 @@ async fn run_steps(
         );
         let (id, tool, args) = match step {
             Step::Wait(d) => {
-                results.push((i.to_string(), None));
+                results.push(i.to_string(), None);
                 if confirmed {
                     tokio::select! {
                         _ = tokio::time::sleep(*d) => {}
@@ -466,7 +466,7 @@ async fn run_steps(
                 if changes && let Err(why) = plan.record(tool, &template, true) {
                     return Err(Error::Refused(why));
                 }
-                results.push((id.clone(), None));
+                results.push(id.clone(), None);
                 report.steps.push(json!({"index": i, "id": id, "tool": tool, "args": template, "effect": effect, "status": "unresolved", "reason": m}));
                 continue;
             }
@@ -481,10 +481,10 @@ async fn run_steps(
                     StepStatus::Done => "done",
                     StepStatus::Previewed => "previewed",
                 };
-                results.push((
+                results.push(
                     id.clone(),
                     (record.status == StepStatus::Done).then(|| record.result.clone()),
-                ));
+                );
                 report.steps.push(json!({"index": i, "id": id, "tool": tool, "args": resolved, "effect": effect, "status": status, "result": record.result}));
                 report.records.push(record);
             }
@@ -511,17 +511,36 @@ fn template_value(t: &Template) -> Value {
     }
 }
 
+/// The earlier steps' results, by index and by id (None for a wait or a previewed step).
+#[derive(Default)]
+struct Results {
+    ids: Vec<String>,
+    values: Vec<Option<Value>>,
+}
+
+impl Results {
+    fn push(&mut self, id: String, value: Option<Value>) {
+        self.ids.push(id);
+        self.values.push(value);
+    }
+
+    /// The result of the step with this id; `None` when no earlier step has it.
+    fn by_id(&self, id: &str) -> Option<&Option<Value>> {
+        self.ids
+            .iter()
+            .position(|i| i == id)
+            .map(|k| &self.values[k])
+    }
+}
+
 /// Fills in a step's arguments from the parameters and the earlier steps' results.
 fn resolve(
     t: &Template,
     params: &Map<String, Value>,
-    results: &[(String, Option<Value>)],
+    results: &Results,
 ) -> std::result::Result<Value, String> {
     match t {
-        Template::Interpolated(v) => {
-            let by_index: Vec<Option<Value>> = results.iter().map(|(_, r)| r.clone()).collect();
-            interpolate::render(v, params, &by_index)
-        }
+        Template::Interpolated(v) => interpolate::render(v, params, &results.values),
         Template::Placeholders(v) => Ok(fill(v, params, results)?.unwrap_or_default()),
     }
 }
@@ -584,16 +603,14 @@ pub fn placeholder(v: &Value) -> std::result::Result<Option<Placeholder>, String
 fn fill(
     v: &Value,
     inputs: &Map<String, Value>,
-    results: &[(String, Option<Value>)],
+    results: &Results,
 ) -> std::result::Result<Option<Value>, String> {
     match placeholder(v)? {
         Some(Placeholder::Input(name)) => Ok(inputs.get(&name).cloned()),
         Some(Placeholder::Step { id, path, text }) => {
             let result = results
-                .iter()
-                .find(|(rid, _)| *rid == id)
+                .by_id(&id)
                 .ok_or_else(|| format!("step `{id}` has not run"))?
-                .1
                 .as_ref()
                 .ok_or_else(|| format!("step `{id}` has no result (it was previewed, not run)"))?;
             let found = lookup(result, &path, "result")
