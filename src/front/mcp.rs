@@ -540,3 +540,41 @@ async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
         .map_err(|e| Error::Usage(format!("the MCP session failed: {e}")))?;
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::ShownCall;
+    use crate::registry::Effect;
+
+    #[test]
+    fn the_elicitation_message_shows_controls_escaped_and_every_call() {
+        let asked = ConfirmRequest {
+            tool: "recipe_run".into(),
+            effect: Effect::Send,
+            destructive: true,
+            args: json!({"name": "x"}),
+            summary: "run the recipe \"a\u{1b}[2Kb\"\n".into(),
+            why: "the grant for destructive tools is ask".into(),
+            calls: vec![ShownCall {
+                tool: "write_file".into(),
+                effect: Effect::Write,
+                destructive: true,
+            }],
+            every_time: false,
+        };
+        let message = elicitation_params(&asked)["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            !message.contains('\u{1b}') && !message.contains('\n'),
+            "{message:?}"
+        );
+        assert!(message.contains("a\\e[2Kb"), "{message}");
+        assert!(
+            message.contains("write_file (write, destructive)"),
+            "{message}"
+        );
+    }
+}
