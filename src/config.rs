@@ -2,8 +2,12 @@
 //!
 //! The config is one JSON file (`Paths::config_file`). It is read at start and changed only through
 //! [`update`], which takes the file lock, re-reads the file (another process may have changed it),
-//! applies the change and writes atomically. Unknown fields are an error rather than silently
-//! dropped on the next write, so a newer lmcp's settings are never lost by an older one.
+//! applies the change and writes atomically. Unknown fields are kept (and written back as they
+//! were) and reported as warnings, so a newer lmcp's settings are never lost by an older one.
+//!
+//! A config that cannot be read fails closed: lmcp runs on [`Config::fail_closed`] (read-only,
+//! private, every grant ask) and says why everywhere, and no settings change is written over the
+//! broken file until `lmcp config repair` sets it aside under a name of its own.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,6 +15,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::registry::Effect;
@@ -57,7 +62,7 @@ pub const DESTRUCTIVE_KEY: &str = "destructive";
 
 /// Host-wide switches, each persisted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct Modes {
     /// Incognito: no history or run logs are written and no `send` tool runs.
     pub private: bool,
@@ -65,11 +70,14 @@ pub struct Modes {
     pub read_only: bool,
     /// This host has no terminal access: tools that need one (`run_command`) are unavailable.
     pub no_terminal: bool,
+    /// Fields this lmcp does not know: kept and written back, reported as warnings.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, Value>,
 }
 
 /// Limits the gate enforces on every call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct Limits {
     /// How deep calls may nest (a program calling a tool that runs a program...).
     pub max_depth: u32,
@@ -81,6 +89,9 @@ pub struct Limits {
     pub lua_timeout_secs: u32,
     /// Captured output a script run may keep, in KiB (MCP and programs run as tools).
     pub lua_output_kb: u32,
+    /// Fields this lmcp does not know: kept and written back, reported as warnings.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, Value>,
 }
 
 impl Default for Limits {
@@ -91,6 +102,7 @@ impl Default for Limits {
             lua_memory_mb: 64,
             lua_timeout_secs: 30,
             lua_output_kb: 1024,
+            unknown: BTreeMap::new(),
         }
     }
 }
@@ -107,12 +119,15 @@ impl Limits {
 
 /// Anonymous friction signals.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct Signals {
     /// Whether anonymous signals may be sent (and queued) at all.
     pub enabled: bool,
     /// Where reports are POSTed: an https:// URL, or http:// on loopback.
     pub endpoint: Option<String>,
+    /// Fields this lmcp does not know: kept and written back, reported as warnings.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, Value>,
 }
 
 impl Default for Signals {
@@ -120,13 +135,14 @@ impl Default for Signals {
         Signals {
             enabled: true,
             endpoint: None,
+            unknown: BTreeMap::new(),
         }
     }
 }
 
 /// Everything in `config.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct Config {
     /// Grants keyed by tool name, by effect (`read`, `write`, `send`) or by `destructive`.
     pub grants: BTreeMap<String, Grant>,
@@ -140,9 +156,37 @@ pub struct Config {
     pub limits: Limits,
     /// Anonymous friction signals: on or off, and where they go.
     pub signals: Signals,
+    /// Fields this lmcp does not know: kept and written back, reported as warnings.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, Value>,
 }
 
 impl Config {
+    /// What lmcp runs on while `config.json` cannot be read: read-only, private (nothing
+    /// recorded or sent), only the workspace as a root, and every grant at ask.
+    pub fn fail_closed() -> Config {
+        let mut c = Config::default();
+        c.modes.read_only = true;
+        c.modes.private = true;
+        for key in ["read", "write", "send", DESTRUCTIVE_KEY] {
+            c.grants.insert(key.to_string(), Grant::Ask);
+        }
+        c
+    }
+
+    /// The fields this lmcp does not know, as `modes.x`-style paths, for warnings.
+    pub fn unknown_fields(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.unknown.keys().cloned().collect();
+        for (section, map) in [
+            ("modes", &self.modes.unknown),
+            ("limits", &self.limits.unknown),
+            ("signals", &self.signals.unknown),
+        ] {
+            out.extend(map.keys().map(|k| format!("{section}.{k}")));
+        }
+        out
+    }
+
     /// The grant that applies to a tool, and where it came from (for people and `grants list`).
     ///
     /// A rule for the tool's name wins. Otherwise the rule for its effect applies (built-in
@@ -178,37 +222,51 @@ impl Config {
     }
 }
 
-/// Loads the config. A missing file is the default config; a corrupt one is an error naming it,
-/// which the host reports and then runs on defaults without touching the file.
+/// Loads the config. A missing file is the default config; one that cannot be parsed is an error
+/// naming it, on which the host fails closed ([`Config::fail_closed`]) without touching the file.
 pub fn load(paths: &Paths) -> Result<Config> {
     Ok(store::read_json(&paths.config_file())?.unwrap_or_default())
 }
 
-/// Changes the config under the file lock: re-read, apply `change`, write atomically. A corrupt
-/// file is moved aside first (its new name is returned as a warning) so the change can land and
-/// nothing is lost.
+/// Changes the config under the file lock: re-read, apply `change`, write atomically. A file
+/// that cannot be read is refused, never written over: `lmcp config repair` sets it aside first.
 pub fn update<T>(
     paths: &Paths,
     change: impl FnOnce(&mut Config) -> Result<T>,
-) -> Result<(Config, T, Option<String>)> {
+) -> Result<(Config, T)> {
     let path = paths.config_file();
     let _lock = FileLock::acquire(&path)?;
-    let (mut config, warning) = match load(paths) {
-        Ok(c) => (c, None),
+    let mut config = match load(paths) {
+        Ok(c) => c,
         Err(Error::Corrupt { path, message }) => {
-            let aside = store::quarantine(&path)?;
-            let w = format!(
-                "{} was corrupt ({message}); moved it to {} and started from defaults",
-                path.display(),
-                aside.display()
-            );
-            (Config::default(), Some(w))
+            return Err(Error::Refused(format!(
+                "{} cannot be read ({message}), so lmcp runs read-only with every grant at ask \
+                 and changes nothing in it. Fix it by hand, or run `lmcp config repair` to set it \
+                 aside and start from the defaults",
+                path.display()
+            )));
         }
         Err(e) => return Err(e),
     };
     let out = change(&mut config)?;
     store::write_json(&path, &config)?;
-    Ok((config, out, warning))
+    Ok((config, out))
+}
+
+/// Sets a broken config aside under a name of its own and writes the defaults; the new name, or
+/// `None` when the config was fine (nothing is changed then).
+pub fn repair(paths: &Paths) -> Result<Option<PathBuf>> {
+    let path = paths.config_file();
+    let _lock = FileLock::acquire(&path)?;
+    match load(paths) {
+        Ok(_) => Ok(None),
+        Err(Error::Corrupt { .. }) => {
+            let aside = store::quarantine(&path)?;
+            store::write_json(&path, &Config::default())?;
+            Ok(Some(aside))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Checks an endpoint: HTTPS anywhere, plain HTTP only on loopback.
@@ -272,30 +330,51 @@ mod tests {
     }
 
     #[test]
-    fn update_survives_a_corrupt_file_and_keeps_it_aside() {
+    fn a_corrupt_file_is_never_written_over_and_repair_sets_it_aside() {
         let dir = tempfile::tempdir().unwrap();
         let paths = Paths::under(dir.path());
         std::fs::create_dir_all(&paths.config_dir).unwrap();
         std::fs::write(paths.config_file(), "{broken").unwrap();
         assert!(matches!(load(&paths), Err(Error::Corrupt { .. })));
-        let (c, _, warning) = update(&paths, |c| {
+        let e = update(&paths, |c| {
             c.modes.private = true;
             Ok(())
         })
-        .unwrap();
-        assert!(c.modes.private);
-        assert!(warning.unwrap().contains("corrupt"));
-        assert!(load(&paths).unwrap().modes.private);
-        let aside = std::fs::read_dir(&paths.config_dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().contains(".corrupt-"));
-        assert!(aside);
+        .unwrap_err();
+        assert!(e.to_string().contains("lmcp config repair"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(paths.config_file()).unwrap(),
+            "{broken"
+        );
+        let aside = repair(&paths).unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "{broken");
+        assert_eq!(load(&paths).unwrap(), Config::default());
+        assert_eq!(repair(&paths).unwrap(), None, "a good config is left alone");
+        // a second broken file gets a name of its own
+        std::fs::write(paths.config_file(), "{broken again").unwrap();
+        let second = repair(&paths).unwrap().unwrap();
+        assert_ne!(second, aside);
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "{broken");
     }
 
     #[test]
-    fn unknown_fields_are_refused_not_dropped() {
-        let r: std::result::Result<Config, _> = serde_json::from_str(r#"{"grantz": {}}"#);
-        assert!(r.is_err());
+    fn unknown_fields_are_kept_and_named() {
+        let c: Config =
+            serde_json::from_str(r#"{"grantz": {}, "modes": {"read_only": true, "fast": 1}}"#)
+                .unwrap();
+        assert!(c.modes.read_only);
+        assert_eq!(c.unknown_fields(), vec!["grantz", "modes.fast"]);
+        let back = serde_json::to_value(&c).unwrap();
+        assert_eq!(back["modes"]["fast"], 1);
+        assert!(back.get("grantz").is_some());
+    }
+
+    #[test]
+    fn failing_closed_is_read_only_private_and_asks() {
+        let c = Config::fail_closed();
+        assert!(c.modes.read_only && c.modes.private);
+        for e in [Effect::Read, Effect::Write, Effect::Send] {
+            assert_eq!(c.grant_for("t", e, false).0, Grant::Ask);
+        }
     }
 }

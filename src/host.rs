@@ -4,15 +4,17 @@
 //! re-reads `config.json` when another process changed it (a stat per call), so a long-running
 //! REPL or MCP server follows `lmcp grants ...` typed in another terminal at once.
 //!
-//! Problems that must not stop the host (a corrupt config, a history write that failed) become
-//! warnings, kept until a front door takes them with [`Host::take_warnings`] and shows them.
+//! Problems that must not stop the host (a history write that failed, unknown config fields)
+//! become warnings, kept until a front door takes them with [`Host::take_warnings`] and shows
+//! them. A config that cannot be read is more than a warning: the host fails closed
+//! ([`Config::fail_closed`]) and [`Host::config_problem`] says why, for every door to show.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use crate::config::{self, Config};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gate::{self, CallRequest, History, Outcome};
 use crate::registry::{Availability, Profile, Registry, Tool, Transport};
 use crate::store::{self, Paths};
@@ -29,6 +31,33 @@ pub struct HostOptions {
 struct LoadedConfig {
     config: Arc<Config>,
     stamp: Option<(SystemTime, u64)>,
+    /// Why the file could not be read, while the host runs failed closed.
+    problem: Option<String>,
+}
+
+/// The config a load gives: the file's, or failed closed with the reason; unknown fields warned.
+fn loaded(paths: &Paths, warn: &mut Vec<String>) -> (Config, Option<String>) {
+    match config::load(paths) {
+        Ok(c) => {
+            let unknown = c.unknown_fields();
+            if !unknown.is_empty() {
+                warn.push(format!(
+                    "{} has fields this lmcp does not know ({}); they are kept as they are",
+                    paths.config_file().display(),
+                    unknown.join(", ")
+                ));
+            }
+            (c, None)
+        }
+        // Unparsable or unreadable: either way the policy is unknown, so nothing is allowed.
+        Err(e) => (
+            Config::fail_closed(),
+            Some(format!(
+                "{e}; lmcp runs read-only and private with every grant at ask until it is fixed \
+                 (see `lmcp config repair`)"
+            )),
+        ),
+    }
 }
 
 /// Config, store paths, registry, history and gate.
@@ -51,20 +80,14 @@ impl Host {
     pub fn open_with(paths: Paths, options: HostOptions) -> Result<Arc<Host>> {
         let mut warnings = Vec::new();
         let stamp = stamp_of(&paths.config_file());
-        let config = match config::load(&paths) {
-            Ok(c) => c,
-            Err(e @ Error::Corrupt { .. }) => {
-                warnings.push(format!("{e}; using default settings until it is fixed"));
-                Config::default()
-            }
-            Err(e) => return Err(e),
-        };
+        let (config, problem) = loaded(&paths, &mut warnings);
         let history = History::new(paths.history_file(), config.limits.history_size);
         let host = Host {
             history,
             config: RwLock::new(LoadedConfig {
                 config: Arc::new(config),
                 stamp,
+                problem,
             }),
             registry: Registry::new(),
             transport: options.transport,
@@ -113,25 +136,52 @@ impl Host {
                 return Arc::clone(&loaded.config);
             }
         }
-        let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
-        match config::load(&self.paths) {
-            Ok(c) => loaded.config = Arc::new(c),
-            Err(e) => self.warn(format!("{e}; keeping the settings read before")),
+        let mut current = self.config.write().unwrap_or_else(|p| p.into_inner());
+        let mut warnings = Vec::new();
+        let (c, problem) = loaded(&self.paths, &mut warnings);
+        current.config = Arc::new(c);
+        current.problem = problem;
+        current.stamp = now;
+        let config = Arc::clone(&current.config);
+        drop(current);
+        for w in warnings {
+            self.warn(w);
         }
-        loaded.stamp = now;
-        Arc::clone(&loaded.config)
+        config
+    }
+
+    /// Why `config.json` could not be read, while lmcp runs failed closed; every front door shows
+    /// it, and every refused call carries it.
+    pub fn config_problem(&self) -> Option<String> {
+        self.config();
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .problem
+            .clone()
     }
 
     /// Changes the config on disk (under the lock, atomically) and in memory.
     pub fn update_config<T>(&self, change: impl FnOnce(&mut Config) -> Result<T>) -> Result<T> {
-        let (config, out, warning) = config::update(&self.paths, change)?;
-        if let Some(w) = warning {
-            self.warn(w);
-        }
+        let (config, out) = config::update(&self.paths, change)?;
         let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
         loaded.config = Arc::new(config);
         loaded.stamp = stamp_of(&self.paths.config_file());
+        loaded.problem = None;
         Ok(out)
+    }
+
+    /// `lmcp config repair`: sets a broken config aside and starts from the defaults; where it
+    /// went, or `None` when the config was fine.
+    pub fn repair_config(&self) -> Result<Option<PathBuf>> {
+        let aside = config::repair(&self.paths)?;
+        let mut loaded = self.config.write().unwrap_or_else(|p| p.into_inner());
+        if aside.is_some() {
+            loaded.config = Arc::new(Config::default());
+            loaded.problem = None;
+        }
+        loaded.stamp = stamp_of(&self.paths.config_file());
+        Ok(aside)
     }
 
     /// The directories the file tools may use: the workspace (created on first use) and the

@@ -251,19 +251,23 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         })
 }
 
-/// Moves a corrupt file aside (`NAME.corrupt-UNIXTIME`) so a rewrite never destroys it.
+/// Moves a corrupt file aside (`NAME.corrupt-TIME-RANDOM`, a name of its own) so nothing ever
+/// writes over it.
 /// Returns where it went.
 pub fn quarantine(path: &Path) -> Result<PathBuf> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let aside = path.with_file_name(format!("{name}.corrupt-{stamp}"));
-    fs::rename(path, &aside).map_err(|e| Error::io(path, e))?;
+    // A time and a random part: two files set aside in the same second never share a name,
+    // and the hard link below never replaces anything.
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let aside = path.with_file_name(format!("{name}.corrupt-{stamp}-{}", &unique[..8]));
+    fs::hard_link(path, &aside)
+        .or_else(|_| fs::copy(path, &aside).map(|_| ()))
+        .map_err(|e| Error::io(&aside, e))?;
+    fs::remove_file(path).map_err(|e| Error::io(path, e))?;
     Ok(aside)
 }
 

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{json_out, lmcp, lmcp_with_stdin};
+use common::{json_out, lmcp, lmcp_ok, lmcp_with_stdin};
 use serde_json::json;
 
 fn text(out: &std::process::Output) -> String {
@@ -348,32 +348,86 @@ fn paths_follow_lmcp_home() {
 }
 
 #[test]
-fn a_corrupt_config_is_reported_and_not_fatal() {
+fn a_config_that_cannot_be_read_fails_closed_and_is_never_written_over() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // deny, read-only and private, then one typo: none of it may be lost
+    lmcp_ok(h, &["grants", "deny", "write_file"]);
+    lmcp_ok(h, &["mode", "private", "on"]);
+    let path = h.join("config/config.json");
+    let good = std::fs::read_to_string(&path).unwrap();
+    let broken = good.replace("\"deny\"", "\"Deny\"");
+    assert_ne!(broken, good);
+    std::fs::write(&path, &broken).unwrap();
+    // a write is refused (read-only), and says why
+    let out = lmcp(
+        h,
+        &[
+            "call",
+            "write_file",
+            r#"{"path": "a.txt", "content": "x"}"#,
+            "--yes",
+        ],
+    );
+    assert_eq!(code(&out), 3);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read-only") && err.contains("config repair"),
+        "{err}"
+    );
+    assert!(!h.join("data/workspace/a.txt").exists());
+    // a read asks (every grant is ask), so with nobody to ask it does not run
+    let out = lmcp(h, &["call", "calculate", r#"{"expression": "1+1"}"#]);
+    assert_eq!(code(&out), 3);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning:"));
+    // private: nothing recorded while broken
+    let out = lmcp(h, &["history", "--json"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("calculate"));
+    // grants and mode say so
+    let out = lmcp(h, &["grants", "--json"]);
+    assert!(json_out(&out)["config_problem"].is_string());
+    let out = lmcp(h, &["mode"]);
+    assert!(text(&out).contains("config:"), "{}", text(&out));
+    // a settings change is refused, and the file is left exactly as it was
+    let out = lmcp(h, &["grants", "allow", "send"]);
+    assert_ne!(code(&out), 0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+    // repair asks, then keeps the broken file under a name of its own
+    assert_eq!(code(&lmcp(h, &["config", "repair"])), 3);
+    assert_eq!(code(&lmcp(h, &["config", "check"])), 1);
+    lmcp_ok(h, &["config", "repair", "--yes"]);
+    let kept: Vec<_> = std::fs::read_dir(h.join("config"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("corrupt-"))
+        .collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(std::fs::read_to_string(kept[0].path()).unwrap(), broken);
+    lmcp_ok(h, &["config", "check"]);
+    lmcp_ok(h, &["call", "calculate", r#"{"expression": "1+1"}"#]);
+}
+
+#[test]
+fn unknown_config_fields_are_warned_about_and_kept() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     std::fs::create_dir_all(h.join("config")).unwrap();
-    std::fs::write(h.join("config/config.json"), "{ not json").unwrap();
-    let out = lmcp(h, &["call", "calculate", r#"{"expression": "1+1"}"#]);
+    std::fs::write(
+        h.join("config/config.json"),
+        r#"{"modes": {"read_only": true, "turbo": 1}, "future": {"x": 2}}"#,
+    )
+    .unwrap();
+    let out = lmcp(h, &["mode", "private", "on"]);
     assert_eq!(code(&out), 0);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("warning:") && err.contains("config.json is corrupt"),
-        "{err}"
-    );
-    // The broken file is left alone by reads...
-    assert_eq!(
-        std::fs::read_to_string(h.join("config/config.json")).unwrap(),
-        "{ not json"
-    );
-    // ...and kept aside, not destroyed, by the next change.
-    let out = lmcp(h, &["grants", "allow", "send"]);
-    assert_eq!(code(&out), 0);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("moved it to"));
-    let kept = std::fs::read_dir(h.join("config"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .any(|e| e.file_name().to_string_lossy().contains("corrupt-"));
-    assert!(kept);
+    assert!(err.contains("future, modes.turbo"), "{err}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(h.join("config/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved["modes"]["turbo"], 1);
+    assert_eq!(saved["future"]["x"], 2);
+    assert_eq!(saved["modes"]["read_only"], true);
+    assert_eq!(saved["modes"]["private"], true);
 }
 
 #[test]

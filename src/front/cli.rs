@@ -18,7 +18,7 @@ use crate::registry::Profile;
 use crate::store::Paths;
 
 use super::door::{call_tool, emit, gated, shown};
-use super::settings::{grants, history, mode_cmd, paths, roots, signals, types};
+use super::settings::{config_cmd, grants, history, mode_cmd, paths, roots, signals, types};
 use super::tool_cmd::{call, custom_tool_args, enable_tool, show_tool, tools};
 
 /// lmcp: a local tool host. Call tools by hand, script them, serve them to AI agents — every
@@ -109,6 +109,23 @@ pub enum Command {
     },
     /// Show where lmcp keeps its files.
     Paths,
+    /// Check config.json; `repair` sets a broken one aside and starts from the defaults.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `lmcp config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Say whether config.json can be read, and what lmcp runs on.
+    Check,
+    /// Set a config.json that cannot be read aside (under a name of its own) and write the
+    /// defaults. Asks first; --yes to confirm up front.
+    Repair {
+        /// Repair without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
 }
 
 /// `lmcp tool ...`
@@ -328,6 +345,12 @@ pub fn main() -> ExitCode {
 /// Runs a parsed command; the exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
     let host = Host::open(Paths::discover()?)?;
+    // A config that cannot be read is said on every command, not once.
+    if let Some(problem) = host.config_problem()
+        && !matches!(cli.command, Some(Command::Config(_)))
+    {
+        eprintln!("warning: {}", shown(&problem));
+    }
     let code = dispatch(&host, cli).await;
     for w in host.take_warnings() {
         eprintln!("warning: {}", shown(&w));
@@ -421,6 +444,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         }
         Command::Types { output } => types(host, output, json),
         Command::Paths => paths(host, json),
+        Command::Config(action) => config_cmd(host, action, json),
     }
 }
 

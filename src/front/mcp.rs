@@ -250,11 +250,18 @@ impl ServerHandler for McpServer {
             .build();
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("lmcp", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(
+        let mut instructions = String::from(
             "lmcp hosts local tools behind one grant and confirmation gate. Discover tools before \
-             adding one; save repeated sequences with custom_tool_create or recipe_save."
-                .into(),
+             adding one; save repeated sequences with custom_tool_create or recipe_save.",
         );
+        if let Some(p) = self.host.config_problem() {
+            instructions.push_str(&format!(
+                " WARNING: {}. Tell the user; calls that change anything are refused until it \
+                 is fixed.",
+                escape_controls(&p)
+            ));
+        }
+        info.instructions = Some(instructions);
         info
     }
 
@@ -575,6 +582,21 @@ mod tests {
         assert!(
             message.contains("write_file (write, destructive)"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn a_broken_config_is_in_the_server_instructions() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = crate::store::Paths::under(dir.path());
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        std::fs::write(paths.config_file(), "{nope").unwrap();
+        let host = Host::open(paths).unwrap();
+        let info = McpServer::new(host, Profile::Core).get_info();
+        let text = info.instructions.unwrap_or_default();
+        assert!(
+            text.contains("WARNING") && text.contains("config repair"),
+            "{text}"
         );
     }
 }

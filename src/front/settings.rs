@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::cli::{GrantsCommand, ModeArg, RootsCommand, SignalsCommand, Switch};
-use super::door::{emit, table};
+use super::cli::{ConfigCommand, GrantsCommand, ModeArg, RootsCommand, SignalsCommand, Switch};
+use super::door::{ask, emit, table};
 
 use crate::config::{DESTRUCTIVE_KEY, Grant};
 use crate::error::{Error, Result};
@@ -77,9 +77,11 @@ pub(super) fn grants(host: &Arc<Host>, action: GrantsCommand, json: bool) -> Res
                     json!({"tool": s.name, "grant": g, "source": source})
                 })
                 .collect();
-            let value = json!({"rules": config.grants, "tools": tools});
+            let problem = host.config_problem();
+            let value = json!({"rules": config.grants, "tools": tools, "config_problem": problem});
             emit(json, &value, || {
-                let mut out = String::from("rules:\n");
+                let mut out = problem_line(problem.as_deref());
+                out.push_str("rules:\n");
                 if config.grants.is_empty() {
                     out.push_str("  (none: defaults apply — read and write allow, send and destructive ask)\n");
                 }
@@ -134,19 +136,75 @@ pub(super) fn mode_cmd(
         Some(ModeArg::NoTerminal) => vec![all[2]],
         None => all.to_vec(),
     };
-    let value = Value::Object(
-        shown
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect(),
-    );
-    emit(json, &value, || {
-        shown
-            .iter()
-            .map(|(k, v)| format!("{k}: {}\n", if *v { "on" } else { "off" }))
-            .collect()
+    let problem = host.config_problem();
+    let mut value: serde_json::Map<String, Value> = shown
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    if let Some(p) = &problem {
+        value.insert("config_problem".into(), json!(p));
+    }
+    emit(json, &Value::Object(value), || {
+        let mut out = problem_line(problem.as_deref());
+        for (k, v) in &shown {
+            out.push_str(&format!("{k}: {}\n", if *v { "on" } else { "off" }));
+        }
+        out
     });
     Ok(0)
+}
+
+/// "config: PROBLEM" first in settings listings while the config cannot be read.
+fn problem_line(problem: Option<&str>) -> String {
+    problem.map_or_else(String::new, |p| format!("config: {p}\n\n"))
+}
+
+/// `lmcp config check|repair`.
+pub(super) fn config_cmd(host: &Arc<Host>, action: ConfigCommand, json: bool) -> Result<u8> {
+    let problem = host.config_problem();
+    let path = host.paths().config_file();
+    match action {
+        ConfigCommand::Check => {
+            let value = json!({"path": path, "ok": problem.is_none(), "problem": problem});
+            emit(json, &value, || match &problem {
+                None => format!("{} is fine", path.display()),
+                Some(p) => format!("{p}\nrepair with `lmcp config repair`"),
+            });
+            Ok(if problem.is_some() { 1 } else { 0 })
+        }
+        ConfigCommand::Repair { yes } => {
+            let Some(p) = problem else {
+                emit(json, &json!({"path": path, "repaired": false}), || {
+                    format!("{} is fine; nothing to repair", path.display())
+                });
+                return Ok(0);
+            };
+            if !json {
+                eprintln!("{}", crate::text::escape_controls(&p));
+            }
+            let go = yes
+                || (std::io::IsTerminal::is_terminal(&std::io::stdin())
+                    && !json
+                    && ask("Set it aside and start from the default settings?")?);
+            if !go {
+                if !json {
+                    eprintln!("nothing was changed (pass --yes to repair)");
+                }
+                return Ok(3);
+            }
+            let aside = host.repair_config()?;
+            let value = json!({"path": path, "repaired": aside.is_some(), "kept_as": aside});
+            emit(json, &value, || match &aside {
+                Some(a) => format!(
+                    "set the broken file aside as {}; {} now holds the defaults",
+                    a.display(),
+                    path.display()
+                ),
+                None => format!("{} is fine; nothing to repair", path.display()),
+            });
+            Ok(0)
+        }
+    }
 }
 
 pub(super) fn roots(host: &Arc<Host>, action: RootsCommand, json: bool) -> Result<u8> {

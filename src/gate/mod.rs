@@ -80,7 +80,7 @@ pub(crate) async fn call(host: &Arc<Host>, req: CallRequest) -> Outcome {
             suggestions: host.registry().closest(&req.tool),
             name: req.tool,
         }),
-        Some(t) => decide_and_run(host, t, &config, req).await,
+        Some(t) => with_config_problem(host, decide_and_run(host, t, &config, req).await),
     };
     if !config.modes.private {
         let entry = HistoryEntry {
@@ -341,6 +341,26 @@ fn plan_refused(tool: String, why: String) -> Outcome {
     Outcome::Denied {
         tool,
         reason: format!("the plan changed since it was approved: {why}; nothing more runs"),
+    }
+}
+
+/// A refusal made while the config cannot be read says so: the reason may be the fail-closed
+/// policy rather than the person's own settings.
+fn with_config_problem(host: &Host, outcome: Outcome) -> Outcome {
+    let note = |reason: String| match host.config_problem() {
+        Some(p) => format!("{reason} ({p})"),
+        None => reason,
+    };
+    match outcome {
+        Outcome::Denied { tool, reason } => Outcome::Denied {
+            tool,
+            reason: note(reason),
+        },
+        Outcome::NeedsConfirmation { tool, reason } => Outcome::NeedsConfirmation {
+            tool,
+            reason: note(reason),
+        },
+        other => other,
     }
 }
 
