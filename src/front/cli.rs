@@ -267,10 +267,14 @@ pub enum FrictionCommand {
 pub enum RootsCommand {
     /// List the roots (the workspace first).
     List,
-    /// Let the file tools use this folder.
+    /// Let the file tools use this folder. A very wide one (`/`, your home folder, or one
+    /// holding lmcp's own folders) needs --yes; lmcp's own folders stay out of reach anyway.
     Add {
         /// An existing folder.
         dir: PathBuf,
+        /// Add a very wide folder all the same.
+        #[arg(short, long)]
+        yes: bool,
     },
     /// Stop letting the file tools use this folder.
     Remove {

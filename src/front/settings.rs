@@ -154,6 +154,31 @@ pub(super) fn mode_cmd(
     Ok(0)
 }
 
+/// Why a root would be very wide: the file system's root, the home folder, or a folder holding
+/// lmcp's own folders.
+fn too_wide(host: &Host, real: &std::path::Path) -> Option<&'static str> {
+    let canon = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if real.parent().is_none() {
+        return Some("the root of the file system");
+    }
+    let home = directories::BaseDirs::new().map(|b| canon(b.home_dir()));
+    if home.as_deref() == Some(real) {
+        return Some("your home folder");
+    }
+    let paths = host.paths();
+    let own = [&paths.config_dir, &paths.data_dir];
+    if own.iter().any(|p| canon(p).starts_with(real)) {
+        return Some("a folder holding lmcp's own settings or data");
+    }
+    None
+}
+
+/// lmcp's own folders, for messages.
+fn protected_list(host: &Host) -> String {
+    let p = host.paths();
+    format!("{} and {}", p.config_dir.display(), p.data_dir.display())
+}
+
 /// "config: PROBLEM" first in settings listings while the config cannot be read.
 fn problem_line(problem: Option<&str>) -> String {
     problem.map_or_else(String::new, |p| format!("config: {p}\n\n"))
@@ -232,12 +257,23 @@ pub(super) fn roots(host: &Arc<Host>, action: RootsCommand, json: bool) -> Resul
                     .collect()
             });
         }
-        RootsCommand::Add { dir } => {
+        RootsCommand::Add { dir, yes } => {
             let real = std::fs::canonicalize(&dir).map_err(|e| {
                 Error::Usage(format!("cannot add {} as a root: {e}", dir.display()))
             })?;
             if !real.is_dir() {
                 return Err(Error::Usage(format!("{} is not a folder", dir.display())));
+            }
+            if let Some(why) = too_wide(host, &real)
+                && !yes
+            {
+                return Err(Error::Refused(format!(
+                    "{} is {why}. The file tools could then reach everything under it, except \
+                     lmcp's own settings and data ({}), which stay protected. Add it with --yes \
+                     if that is what you want, or add a narrower folder",
+                    real.display(),
+                    protected_list(host)
+                )));
             }
             let added = host.update_config(|c| {
                 if c.roots.contains(&real) {

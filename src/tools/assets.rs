@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::registry::{Annotations, Effect, Handler, Requirements, ToolSpec, handler};
 use crate::store::{self, FileLock};
-use crate::tools::files;
+use crate::tools::beneath::Roots;
 use crate::tools::pdf::prepare;
 
 /// Largest image file imported.
@@ -166,21 +166,7 @@ fn media_type(format: image::ImageFormat) -> Option<(&'static str, &'static str)
 /// Imports an image file (inside the allowed roots) into a workspace.
 pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
     let dir = workspace_dir(host, id)?;
-    let source = files::resolve(&host.roots()?, path)?;
-    let meta = std::fs::metadata(&source).map_err(|e| Error::io(&source, e))?;
-    if !meta.is_file() {
-        return Err(Error::Refused(format!(
-            "{} is not a file",
-            source.display()
-        )));
-    }
-    if meta.len() > MAX_IMAGE_BYTES {
-        return Err(Error::Limit {
-            what: format!("{} is {} bytes", source.display(), meta.len()),
-            limit: format!("{MAX_IMAGE_BYTES} bytes"),
-        });
-    }
-    let bytes = std::fs::read(&source).map_err(|e| Error::io(&source, e))?;
+    let (source, bytes) = Roots::of(host)?.read(path, MAX_IMAGE_BYTES)?;
     let format = image::guess_format(&bytes).map_err(|_| {
         Error::Refused(format!(
             "{} is not an image lmcp can read",

@@ -14,7 +14,7 @@ use tokio::process::Command;
 
 use crate::error::{Error, Result};
 use crate::registry::{Annotations, Effect, Handler, Profile, Requirements, ToolSpec, handler};
-use crate::tools::files::resolve;
+use crate::tools::beneath::Roots;
 
 /// Bytes of stdout and of stderr kept; the rest is drained and counted.
 pub const MAX_OUTPUT: usize = 256 * 1024;
@@ -76,11 +76,9 @@ pub fn spec() -> ToolSpec {
 pub fn handler_fn() -> Handler {
     handler(|inv| async move {
         let args = &inv.args;
-        let roots = inv.host.roots()?;
-        let cwd = resolve(
-            &roots,
-            args.get("cwd").and_then(Value::as_str).unwrap_or("."),
-        )?;
+        let cwd = Roots::of(&inv.host)?
+            .place(args.get("cwd").and_then(Value::as_str).unwrap_or("."))?
+            .shown();
         let program = args["program"].as_str().unwrap_or_default().to_string();
         let argv: Vec<String> = args["args"]
             .as_array()

@@ -1,19 +1,16 @@
 //! `read_file`, `write_file` and `list_dir`, confined to the allowed roots.
 //!
 //! Roots are the lmcp workspace (`DATA/workspace`, the default, where relative paths land) and
-//! the directories added with `lmcp roots add`. A path is refused when it contains `..`, when it
-//! is absolute and outside every root, or when symlinks lead it outside: the longest existing
-//! prefix is canonicalized (resolving every symlink) and must still lie inside a canonical root.
-//! Files are text (UTF-8) and size-capped; writes are atomic.
-
-use std::fs;
-use std::path::{Component, Path, PathBuf};
+//! the directories added with `lmcp roots add`. Every path is opened beneath its root
+//! ([`super::beneath`]): `..`, absolute paths outside every root, symlinks leading outside (even
+//! one swapped in while the call runs) and lmcp's own folders are refused. Files are text
+//! (UTF-8) and size-capped; writes are atomic.
 
 use serde_json::{Value, json};
 
+use super::beneath::Roots;
 use crate::error::{Error, Result};
 use crate::registry::{Annotations, Effect, Handler, ToolSpec, handler};
-use crate::store;
 
 /// Largest file `read_file` returns and `write_file` writes.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -110,22 +107,11 @@ pub fn list_spec() -> ToolSpec {
 /// `read_file`'s handler.
 pub fn read_handler() -> Handler {
     handler(|inv| async move {
-        let roots = inv.host.roots()?;
-        let path = resolve(&roots, inv.args["path"].as_str().unwrap_or_default())?;
-        let meta = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
-        if meta.is_dir() {
-            return Err(Error::Refused(format!(
-                "{} is a folder; use list_dir to see what it holds",
-                path.display()
-            )));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(Error::Limit {
-                what: format!("{} is {} bytes", path.display(), meta.len()),
-                limit: format!("{MAX_FILE_BYTES} bytes"),
-            });
-        }
-        let bytes = fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let roots = Roots::of(&inv.host)?;
+        let input = inv.args["path"].as_str().unwrap_or_default().to_string();
+        let (path, bytes) = tokio::task::spawn_blocking(move || roots.read(&input, MAX_FILE_BYTES))
+            .await
+            .map_err(|e| Error::tool("read_file", e.to_string()))??;
         let n = bytes.len();
         let content = String::from_utf8(bytes).map_err(|_| {
             Error::Refused(format!(
@@ -140,174 +126,67 @@ pub fn read_handler() -> Handler {
 /// `write_file`'s handler.
 pub fn write_handler() -> Handler {
     handler(|inv| async move {
-        let roots = inv.host.roots()?;
-        let path = resolve(&roots, inv.args["path"].as_str().unwrap_or_default())?;
-        let content = inv.args["content"].as_str().unwrap_or_default();
+        let roots = Roots::of(&inv.host)?;
+        let input = inv.args["path"].as_str().unwrap_or_default().to_string();
+        let content = inv.args["content"].as_str().unwrap_or_default().to_string();
         if content.len() as u64 > MAX_FILE_BYTES {
             return Err(Error::Limit {
                 what: format!("the content is {} bytes", content.len()),
                 limit: format!("{MAX_FILE_BYTES} bytes"),
             });
         }
-        let exists = match fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() => {
-                return Err(Error::Refused(format!("{} is a folder", path.display())));
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        };
-        if exists && inv.args["overwrite"].as_bool() != Some(true) {
-            return Err(Error::Refused(format!(
-                "{} exists; pass \"overwrite\": true to replace it",
-                path.display()
-            )));
-        }
-        store::atomic_write(&path, content.as_bytes())?;
-        Ok(json!({"path": path.display().to_string(), "bytes": content.len(), "replaced": exists}))
+        let overwrite = inv.args["overwrite"].as_bool() == Some(true);
+        let bytes = content.len();
+        let (path, replaced) =
+            tokio::task::spawn_blocking(move || roots.write(&input, content.as_bytes(), overwrite))
+                .await
+                .map_err(|e| Error::tool("write_file", e.to_string()))??;
+        Ok(json!({"path": path.display().to_string(), "bytes": bytes, "replaced": replaced}))
     })
 }
 
 /// `list_dir`'s handler.
 pub fn list_handler() -> Handler {
     handler(|inv| async move {
-        let roots = inv.host.roots()?;
+        let roots = Roots::of(&inv.host)?;
         let given = inv.args.get("path").and_then(Value::as_str).unwrap_or("");
-        let path = resolve(&roots, if given.is_empty() { "." } else { given })?;
-        let read = fs::read_dir(&path).map_err(|e| Error::io(&path, e))?;
-        let mut entries = Vec::new();
-        for entry in read {
-            let entry = entry.map_err(|e| Error::io(&path, e))?;
-            let meta = match entry.path().symlink_metadata() {
-                Ok(m) => m,
-                Err(_) => continue, // removed while we listed
-            };
-            let kind = if meta.file_type().is_symlink() {
-                "symlink"
-            } else if meta.is_dir() {
-                "dir"
-            } else {
-                "file"
-            };
-            let size = if meta.is_file() { meta.len() } else { 0 };
-            entries.push((entry.file_name().to_string_lossy().into_owned(), kind, size));
-        }
-        entries.sort();
-        let truncated = entries.len() > MAX_ENTRIES;
-        entries.truncate(MAX_ENTRIES);
-        let entries: Vec<Value> = entries
-            .into_iter()
-            .map(|(name, kind, size)| json!({"name": name, "kind": kind, "size": size}))
-            .collect();
-        Ok(json!({"path": path.display().to_string(), "entries": entries, "truncated": truncated}))
+        let input = if given.is_empty() { "." } else { given }.to_string();
+        tokio::task::spawn_blocking(move || list(&roots, &input))
+            .await
+            .map_err(|e| Error::tool("list_dir", e.to_string()))?
     })
 }
 
-/// Resolves a caller's path inside the roots (the first root is where relative paths land).
-/// The result is absolute with every existing symlink resolved; refused when outside.
-pub fn resolve(roots: &[PathBuf], input: &str) -> Result<PathBuf> {
-    let given = Path::new(input);
-    if given.components().any(|c| c == Component::ParentDir) {
-        return Err(Error::Refused(format!(
-            "`{input}` contains `..`; give a path inside an allowed root (see `lmcp roots`)"
-        )));
+/// Lists a folder opened beneath its root: names, kinds and sizes, sorted, capped.
+fn list(roots: &Roots, input: &str) -> Result<Value> {
+    let (path, dir) = roots.open_dir(input)?;
+    let read = dir.entries().map_err(|e| Error::io(&path, e))?;
+    let mut entries = Vec::new();
+    for entry in read {
+        let entry = entry.map_err(|e| Error::io(&path, e))?;
+        let Ok(file_type) = entry.file_type() else {
+            continue; // removed while we listed
+        };
+        let kind = if file_type.is_symlink() {
+            "symlink"
+        } else if file_type.is_dir() {
+            "dir"
+        } else {
+            "file"
+        };
+        let size = if file_type.is_file() {
+            entry.metadata().map(|m| m.len()).unwrap_or(0)
+        } else {
+            0
+        };
+        entries.push((entry.file_name().to_string_lossy().into_owned(), kind, size));
     }
-    let default_root = roots
-        .first()
-        .ok_or_else(|| Error::Refused("no file roots are set".into()))?;
-    let candidate = if given.is_absolute() {
-        given.to_path_buf()
-    } else {
-        default_root.join(given)
-    };
-    let real = canonical_prefix(&candidate)?;
-    let inside = roots
-        .iter()
-        .filter_map(|r| fs::canonicalize(r).ok())
-        .any(|root| real.starts_with(&root));
-    if !inside {
-        return Err(Error::Refused(format!(
-            "`{input}` is outside the allowed roots (through a symlink or an absolute path); \
-             add its folder with `lmcp roots add DIR` if it should be reachable"
-        )));
-    }
-    Ok(real)
-}
-
-/// Canonicalizes the longest existing prefix of `path` and appends the rest unchanged (the rest
-/// does not exist, so it holds no symlinks).
-fn canonical_prefix(path: &Path) -> Result<PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        match fs::canonicalize(&existing) {
-            Ok(mut real) => {
-                for part in rest.iter().rev() {
-                    real.push(part);
-                }
-                return Ok(real);
-            }
-            Err(e) => {
-                // A dangling symlink exists but does not canonicalize: refuse rather than follow.
-                if fs::symlink_metadata(&existing).is_ok() {
-                    return Err(Error::Refused(format!(
-                        "{} is a symlink to nowhere; remove it or point it inside a root",
-                        existing.display()
-                    )));
-                }
-                match (existing.file_name(), existing.parent()) {
-                    (Some(name), Some(parent)) => {
-                        rest.push(name.to_os_string());
-                        existing = parent.to_path_buf();
-                    }
-                    _ => return Err(Error::io(path, e)),
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn confinement() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("ws");
-        let outside = dir.path().join("outside");
-        fs::create_dir_all(&root).unwrap();
-        fs::create_dir_all(&outside).unwrap();
-        fs::write(outside.join("secret"), "s").unwrap();
-        let roots = vec![root.clone()];
-        let real_root = fs::canonicalize(&root).unwrap();
-
-        assert_eq!(
-            resolve(&roots, "a/b.txt").unwrap(),
-            real_root.join("a/b.txt")
-        );
-        assert_eq!(resolve(&roots, ".").unwrap(), real_root);
-        assert!(
-            resolve(&roots, "../outside/secret")
-                .unwrap_err()
-                .to_string()
-                .contains("..")
-        );
-        let abs = outside.join("secret");
-        assert!(
-            resolve(&roots, abs.to_str().unwrap())
-                .unwrap_err()
-                .to_string()
-                .contains("outside")
-        );
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
-            assert!(resolve(&roots, "link/secret").is_err());
-            assert!(resolve(&roots, "link/new.txt").is_err());
-            std::os::unix::fs::symlink(dir.path().join("nowhere"), root.join("dangling")).unwrap();
-            assert!(resolve(&roots, "dangling").is_err());
-        }
-        let roots = vec![root.clone(), outside.clone()];
-        assert!(resolve(&roots, abs.to_str().unwrap()).is_ok());
-    }
+    entries.sort();
+    let truncated = entries.len() > MAX_ENTRIES;
+    entries.truncate(MAX_ENTRIES);
+    let entries: Vec<Value> = entries
+        .into_iter()
+        .map(|(name, kind, size)| json!({"name": name, "kind": kind, "size": size}))
+        .collect();
+    Ok(json!({"path": path.display().to_string(), "entries": entries, "truncated": truncated}))
 }

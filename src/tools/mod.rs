@@ -6,12 +6,14 @@
 //! | `calculate.rs`| `calculate`                             | read          |
 //! | `files.rs`    | `read_file`, `write_file`, `list_dir`   | read / write  |
 //! | `command.rs`  | `run_command`                           | write (destructive, full profile) |
-//! | `friction.rs` | `report_friction`                       | send (no preview)                 |
+//! | `friction.rs` | `report_friction`, `friction_flush`, `friction_log` | send / read           |
 //! | `assets.rs`   | `workspace_*`, `asset_*`                 | read / write                      |
 //! | `pdf/`        | `build_image_pdf` (layout, streaming writer, prepared planes, re-coding) | write |
 //! | `jpeg.rs`     | (no tool) reads JPEG headers for `pdf/`  |                                   |
+//! | `beneath.rs`  | (no tool) opens paths beneath the roots, never lmcp's own folders |          |
 
 pub mod assets;
+pub mod beneath;
 pub mod calculate;
 pub mod command;
 pub mod datetime;

@@ -1,0 +1,466 @@
+//! File access beneath the allowed roots, for every tool that touches files named by a caller.
+//!
+//! A path is first placed: relative paths land in the workspace, absolute ones must lie inside a
+//! root once their existing part is resolved, and `..` is refused. Then it is *opened beneath
+//! that root's open handle* (`cap-std`: every component resolved relative to the root, symlinks
+//! followed only while they stay inside it), so a symlink swapped between the check and the open
+//! cannot lead outside. Temp files for writes are made the same way, beside their target.
+//!
+//! Whatever the roots say, lmcp's own folders are never reachable: its config folder (grants,
+//! secrets) and its data folder (history, saved programs), all but the file workspace. That is
+//! checked on what was actually opened (its path as the kernel resolved it), not on the text of
+//! the path, so no spelling or link gets around it.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+
+/// The roots of one call, resolved, with lmcp's own folders marked off.
+pub struct Roots {
+    /// Canonical roots; the first is the workspace, where relative paths land.
+    roots: Vec<PathBuf>,
+    /// lmcp's config and data folders (canonical).
+    protected: Vec<PathBuf>,
+    /// The workspace (canonical): inside the data folder, yet open to the file tools.
+    workspace: PathBuf,
+}
+
+/// A caller's path placed inside a root.
+#[derive(Debug)]
+pub struct Placed {
+    /// The root it lies in (canonical).
+    pub root: PathBuf,
+    /// The path beneath the root (no `..`, no leading `/`; empty for the root itself).
+    pub rel: PathBuf,
+}
+
+impl Placed {
+    /// The path for people and results: root joined with the relative part.
+    pub fn shown(&self) -> PathBuf {
+        self.root.join(&self.rel)
+    }
+
+    fn open_root(&self) -> Result<Dir> {
+        Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(|e| Error::io(&self.root, e))
+    }
+}
+
+/// The error for a path that escaped its root while it was opened (a symlink swapped in).
+fn escaped(shown: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(18) {
+        Error::Refused(format!(
+            "{} leads outside its root (through a symlink); add its folder with `lmcp roots add \
+             DIR` if it should be reachable",
+            shown.display()
+        ))
+    } else {
+        Error::io(shown, e)
+    }
+}
+
+impl Roots {
+    /// The host's roots now (the workspace is created on first use).
+    pub fn of(host: &Host) -> Result<Roots> {
+        let paths = host.paths();
+        let listed = host.roots()?;
+        let roots: Vec<PathBuf> = listed
+            .iter()
+            .filter_map(|r| fs::canonicalize(r).ok())
+            .collect();
+        let workspace = roots
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Refused("no file roots are set".into()))?;
+        let protected = [&paths.config_dir, &paths.data_dir]
+            .into_iter()
+            .map(|p| fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        Ok(Roots {
+            roots,
+            protected,
+            workspace,
+        })
+    }
+
+    /// Whether `real` (a resolved path) is one of lmcp's own folders or inside one.
+    pub fn is_protected(&self, real: &Path) -> bool {
+        !real.starts_with(&self.workspace) && self.protected.iter().any(|p| real.starts_with(p))
+    }
+
+    fn refuse_protected(&self, real: &Path, input: &str) -> Result<()> {
+        if self.is_protected(real) {
+            return Err(Error::Refused(format!(
+                "`{input}` is inside lmcp's own settings or data, which the file tools never \
+                 reach, whatever the roots say; use `lmcp` commands to change settings"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Places a caller's path inside a root, by its resolved location; refused when outside
+    /// every root, when it holds `..`, or when it is in lmcp's own folders.
+    pub fn place(&self, input: &str) -> Result<Placed> {
+        let given = Path::new(input);
+        if given.components().any(|c| c == Component::ParentDir) {
+            return Err(Error::Refused(format!(
+                "`{input}` contains `..`; give a path inside an allowed root (see `lmcp roots`)"
+            )));
+        }
+        let candidate = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.workspace.join(given)
+        };
+        let real = canonical_prefix(&candidate)?;
+        self.refuse_protected(&real, input)?;
+        // the deepest root holding it, so a root inside another is used as itself
+        let root = self
+            .roots
+            .iter()
+            .filter(|r| real.starts_with(r))
+            .max_by_key(|r| r.components().count())
+            .ok_or_else(|| {
+                Error::Refused(format!(
+                    "`{input}` is outside the allowed roots (through a symlink or an absolute \
+                     path); add its folder with `lmcp roots add DIR` if it should be reachable"
+                ))
+            })?;
+        let rel = real
+            .strip_prefix(root)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ok(Placed {
+            root: root.clone(),
+            rel,
+        })
+    }
+
+    /// Checks, on the opened handle itself, that it is not in lmcp's own folders.
+    fn check_opened(&self, handle: &impl AsOpened, input: &str) -> Result<()> {
+        match handle.real_path() {
+            Some(real) => self.refuse_protected(&real, input),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens a file for reading, beneath its root; at most `max` bytes, refused if larger.
+    pub fn read(&self, input: &str, max: u64) -> Result<(PathBuf, Vec<u8>)> {
+        let placed = self.place(input)?;
+        let shown = placed.shown();
+        if placed.rel.as_os_str().is_empty() {
+            return Err(Error::Refused(format!(
+                "{} is a folder; use list_dir to see what it holds",
+                shown.display()
+            )));
+        }
+        let file = placed
+            .open_root()?
+            .open(&placed.rel)
+            .map_err(|e| escaped(&shown, e))?;
+        self.check_opened(&file, input)?;
+        let meta = file.metadata().map_err(|e| Error::io(&shown, e))?;
+        if meta.is_dir() {
+            return Err(Error::Refused(format!(
+                "{} is a folder; use list_dir to see what it holds",
+                shown.display()
+            )));
+        }
+        if !meta.is_file() {
+            return Err(Error::Refused(format!(
+                "{} is not a regular file",
+                shown.display()
+            )));
+        }
+        if meta.len() > max {
+            return Err(Error::Limit {
+                what: format!("{} is {} bytes", shown.display(), meta.len()),
+                limit: format!("{max} bytes"),
+            });
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        // `take` bounds a file that grows while it is read
+        file.into_std()
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io(&shown, e))?;
+        if bytes.len() as u64 > max {
+            return Err(Error::Limit {
+                what: format!("{} grew past the limit while it was read", shown.display()),
+                limit: format!("{max} bytes"),
+            });
+        }
+        Ok((shown, bytes))
+    }
+
+    /// Opens a folder beneath its root, for listing.
+    pub fn open_dir(&self, input: &str) -> Result<(PathBuf, Dir)> {
+        let placed = self.place(input)?;
+        let shown = placed.shown();
+        let root = placed.open_root()?;
+        let dir = if placed.rel.as_os_str().is_empty() {
+            root
+        } else {
+            root.open_dir(&placed.rel).map_err(|e| escaped(&shown, e))?
+        };
+        self.check_opened(&dir, input)?;
+        Ok((shown, dir))
+    }
+
+    /// Writes a file atomically beneath its root: a temp file beside it, synced, renamed over
+    /// it, the folder synced; parent folders are created beneath the root. Refuses a folder,
+    /// and an existing file unless `overwrite`. Returns the path and whether a file was replaced.
+    pub fn write(&self, input: &str, bytes: &[u8], overwrite: bool) -> Result<(PathBuf, bool)> {
+        let placed = self.place(input)?;
+        let shown = placed.shown();
+        let name = match placed.rel.file_name() {
+            Some(n) => n.to_os_string(),
+            None => {
+                return Err(Error::Refused(format!("{} is a folder", shown.display())));
+            }
+        };
+        let root = placed.open_root()?;
+        let parent_rel = placed.rel.parent().unwrap_or(Path::new(""));
+        let parent = if parent_rel.as_os_str().is_empty() {
+            root
+        } else {
+            root.create_dir_all(parent_rel)
+                .map_err(|e| escaped(&shown, e))?;
+            root.open_dir(parent_rel).map_err(|e| escaped(&shown, e))?
+        };
+        self.check_opened(&parent, input)?;
+        let replaced = match parent.symlink_metadata(&name) {
+            Ok(m) if m.is_dir() => {
+                return Err(Error::Refused(format!("{} is a folder", shown.display())));
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        if replaced && !overwrite {
+            return Err(Error::Refused(format!(
+                "{} exists; pass \"overwrite\": true to replace it",
+                shown.display()
+            )));
+        }
+        let temp = format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let written = (|| -> std::io::Result<()> {
+            let mut f = parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
+            f.write_all(bytes)?;
+            f.sync_all()?;
+            parent.rename(&temp, &parent, &name)
+        })();
+        if let Err(e) = written {
+            let _ = parent.remove_file(&temp);
+            return Err(Error::io(&shown, e));
+        }
+        if let Ok(d) = parent.try_clone() {
+            let _ = d.into_std_file().sync_all();
+        }
+        Ok((shown, replaced))
+    }
+}
+
+/// A handle whose resolved path can be asked of the kernel.
+trait AsOpened {
+    /// Where the handle really is, when the platform can say.
+    fn real_path(&self) -> Option<PathBuf>;
+}
+
+#[cfg(target_os = "linux")]
+fn fd_path(fd: std::os::fd::RawFd) -> Option<PathBuf> {
+    fs::read_link(format!("/proc/self/fd/{fd}")).ok()
+}
+
+impl AsOpened for cap_std::fs::File {
+    fn real_path(&self) -> Option<PathBuf> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            fd_path(self.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+}
+
+impl AsOpened for Dir {
+    fn real_path(&self) -> Option<PathBuf> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            fd_path(self.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+}
+
+/// Canonicalizes the longest existing prefix of `path` and appends the rest unchanged (the rest
+/// does not exist, so it holds no symlinks).
+fn canonical_prefix(path: &Path) -> Result<PathBuf> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        match fs::canonicalize(&existing) {
+            Ok(mut real) => {
+                for part in rest.iter().rev() {
+                    real.push(part);
+                }
+                return Ok(real);
+            }
+            Err(e) => {
+                // A dangling symlink exists but does not canonicalize: refuse rather than follow.
+                if fs::symlink_metadata(&existing).is_ok() {
+                    return Err(Error::Refused(format!(
+                        "{} is a symlink to nowhere; remove it or point it inside a root",
+                        existing.display()
+                    )));
+                }
+                match (existing.file_name(), existing.parent()) {
+                    (Some(name), Some(parent)) => {
+                        rest.push(name.to_os_string());
+                        existing = parent.to_path_buf();
+                    }
+                    _ => return Err(Error::io(path, e)),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Roots for tests: `ws` first, and `own` as lmcp's own folder.
+    fn roots(list: &[&Path], own: &Path) -> Roots {
+        let canon = |p: &Path| fs::canonicalize(p).unwrap();
+        Roots {
+            roots: list.iter().map(|p| canon(p)).collect(),
+            protected: vec![canon(own)],
+            workspace: canon(list[0]),
+        }
+    }
+
+    #[test]
+    fn confinement() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        let own = dir.path().join("own");
+        for d in [&root, &outside, &own] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(outside.join("secret"), "s").unwrap();
+        let r = roots(&[&root], &own);
+        let real_root = fs::canonicalize(&root).unwrap();
+
+        assert_eq!(
+            r.place("a/b.txt").unwrap().shown(),
+            real_root.join("a/b.txt")
+        );
+        assert_eq!(r.place(".").unwrap().shown(), real_root);
+        assert!(
+            r.place("../outside/secret")
+                .unwrap_err()
+                .to_string()
+                .contains("..")
+        );
+        let abs = outside.join("secret");
+        assert!(
+            r.place(abs.to_str().unwrap())
+                .unwrap_err()
+                .to_string()
+                .contains("outside")
+        );
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+            assert!(r.place("link/secret").is_err());
+            assert!(r.write("link/new.txt", b"x", false).is_err());
+            std::os::unix::fs::symlink(dir.path().join("nowhere"), root.join("dangling")).unwrap();
+            assert!(r.place("dangling").is_err());
+        }
+        let r = roots(&[&root, &outside], &own);
+        assert_eq!(r.read(abs.to_str().unwrap(), 10).unwrap().1, b"s");
+    }
+
+    #[test]
+    fn writes_are_atomic_and_refuse_what_they_should() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let own = dir.path().join("own");
+        fs::create_dir_all(&root).unwrap();
+        fs::create_dir_all(&own).unwrap();
+        let r = roots(&[&root], &own);
+        let (p, replaced) = r.write("a/b/c.txt", b"one", false).unwrap();
+        assert!(!replaced && p.ends_with("a/b/c.txt"));
+        assert!(
+            r.write("a/b/c.txt", b"two", false)
+                .unwrap_err()
+                .to_string()
+                .contains("overwrite")
+        );
+        assert!(r.write("a/b/c.txt", b"two", true).unwrap().1);
+        assert_eq!(r.read("a/b/c.txt", 10).unwrap().1, b"two");
+        assert!(
+            r.write("a", b"x", true)
+                .unwrap_err()
+                .to_string()
+                .contains("folder")
+        );
+        assert!(r.read("a/b/c.txt", 2).is_err(), "over the limit");
+        // no temp file is left behind
+        let names: Vec<String> = fs::read_dir(root.join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["c.txt"]);
+    }
+
+    #[test]
+    fn lmcp_own_folders_are_never_reached_even_from_a_root_above_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path();
+        let data = top.join("data");
+        let ws = data.join("workspace");
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(data.join("history.jsonl"), "h").unwrap();
+        let canon = |p: &Path| fs::canonicalize(p).unwrap();
+        let r = Roots {
+            roots: vec![canon(&ws), canon(top)],
+            protected: vec![canon(&data)],
+            workspace: canon(&ws),
+        };
+        let history = data.join("history.jsonl");
+        let e = r
+            .read(history.to_str().unwrap(), 100)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lmcp's own"), "{e}");
+        assert!(r.write(history.to_str().unwrap(), b"x", true).is_err());
+        assert!(r.open_dir(data.to_str().unwrap()).is_err());
+        // the workspace inside the data folder stays open
+        r.write("note.txt", b"n", false).unwrap();
+        // a symlink in another root pointing into lmcp's data is refused on what was opened
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(&data, top.join("sneaky")).unwrap();
+            let via = top.join("sneaky/history.jsonl");
+            assert!(r.read(via.to_str().unwrap(), 100).is_err());
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The gate protects itself: lmcp's own folders are out of reach of the file tools whatever the
+//! roots say, wide roots need a yes, and a symlink swapped during calls never leads outside.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::{TestHost, call_yes, lmcp, lmcp_ok};
+use serde_json::json;
+
+#[test]
+fn a_root_of_slash_needs_a_yes_and_still_keeps_lmcp_out_of_reach() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // something secret to find, and the config to rewrite
+    lmcp_ok(h, &["grants", "deny", "run_command"]);
+    std::fs::create_dir_all(h.join("config/skills")).unwrap();
+    std::fs::write(
+        h.join("config/skills/demo.secrets.json"),
+        r#"{"token":"s3cr3t"}"#,
+    )
+    .unwrap();
+    let out = lmcp(h, &["roots", "add", "/"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("root of the file system") && err.contains("--yes"),
+        "{err}"
+    );
+    let out = lmcp(h, &["roots", "add", h.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lmcp's own"));
+    lmcp_ok(h, &["roots", "add", "/", "--yes"]);
+
+    let secrets = h.join("config/skills/demo.secrets.json");
+    let out = lmcp(
+        h,
+        &[
+            "call",
+            "read_file",
+            &json!({"path": secrets}).to_string(),
+            "--json",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("s3cr3t") && text.contains("lmcp's own"),
+        "{text}"
+    );
+    let config = h.join("config/config.json");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let args = json!({"path": config, "content": "{}", "overwrite": true}).to_string();
+    let out = lmcp(h, &["call", "write_file", &args, "--yes"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    let args = json!({"path": h.join("data")}).to_string();
+    assert_ne!(lmcp(h, &["call", "list_dir", &args]).status.code(), Some(0));
+    // the workspace, inside the data folder, stays open
+    lmcp_ok(
+        h,
+        &[
+            "call",
+            "write_file",
+            r#"{"path": "note.txt", "content": "x"}"#,
+            "--yes",
+        ],
+    );
+}
+
+/// A symlink flipped between a folder inside the workspace and one outside, thousands of times
+/// while reads, listings and writes go through it: none may land outside.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swapped_symlink_never_leads_outside() {
+    let t = TestHost::new();
+    let ws = t.home().join("data/workspace");
+    let inside = ws.join("inside");
+    let outside = t.home().join("outside");
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(inside.join("f.txt"), "INSIDE").unwrap();
+    std::fs::write(outside.join("f.txt"), "OUTSIDE").unwrap();
+    std::fs::write(outside.join("outside-marker"), "").unwrap();
+    let link = ws.join("flip");
+    std::os::unix::fs::symlink(&inside, &link).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, link, inside, outside) =
+            (stop.clone(), link.clone(), inside.clone(), outside.clone());
+        std::thread::spawn(move || {
+            let tmp = link.with_file_name("flip.new");
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let target = if n.is_multiple_of(2) { &outside } else { &inside };
+                let _ = std::fs::remove_file(&tmp);
+                if std::os::unix::fs::symlink(target, &tmp).is_ok() {
+                    let _ = std::fs::rename(&tmp, &link);
+                }
+                n += 1;
+            }
+        })
+    };
+    let mut escapes = Vec::new();
+    for i in 0..1500 {
+        if let Ok(v) = call_yes(&t.host, "read_file", json!({"path": "flip/f.txt"})).await
+            && v["content"] == "OUTSIDE"
+        {
+            escapes.push(format!("read {i}"));
+        }
+        if let Ok(v) = call_yes(&t.host, "list_dir", json!({"path": "flip"})).await
+            && v.to_string().contains("outside-marker")
+        {
+            escapes.push(format!("list {i}"));
+        }
+        let _ = call_yes(
+            &t.host,
+            "write_file",
+            json!({"path": format!("flip/w-{i}.txt"), "content": "x"}),
+        )
+        .await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    let landed: Vec<String> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "f.txt" && n != "outside-marker")
+        .collect();
+    assert!(escapes.is_empty(), "{escapes:?}");
+    assert!(landed.is_empty(), "written outside: {landed:?}");
+}
