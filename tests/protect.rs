@@ -96,7 +96,11 @@ async fn a_swapped_symlink_never_leads_outside() {
             let tmp = link.with_file_name("flip.new");
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let target = if n.is_multiple_of(2) { &outside } else { &inside };
+                let target = if n.is_multiple_of(2) {
+                    &outside
+                } else {
+                    &inside
+                };
                 let _ = std::fs::remove_file(&tmp);
                 if std::os::unix::fs::symlink(target, &tmp).is_ok() {
                     let _ = std::fs::rename(&tmp, &link);
@@ -133,4 +137,75 @@ async fn a_swapped_symlink_never_leads_outside() {
         .collect();
     assert!(escapes.is_empty(), "{escapes:?}");
     assert!(landed.is_empty(), "written outside: {landed:?}");
+}
+
+/// `-o` writes a regular file atomically; a symlink, FIFO or missing folder is refused unless
+/// asked for, and nothing outside is touched.
+#[cfg(unix)]
+#[test]
+fn outputs_refuse_links_fifos_and_missing_folders() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let target = h.join("target.lua");
+    std::fs::write(&target, "keep").unwrap();
+    let link = h.join("link.lua");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = lmcp(h, &["types", "-o", link.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symlink"));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    let fifo = h.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = lmcp(h, &["types", "-o", fifo.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FIFO"));
+    let missing = h.join("no/such/dir/t.lua");
+    let out = lmcp(h, &["types", "-o", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!h.join("no").exists(), "no folder made");
+    // with --force the link itself is replaced by a regular file; its target is untouched
+    lmcp_ok(h, &["types", "-o", link.to_str().unwrap(), "--force"]);
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    // a recipe export follows the same rule
+    let out = lmcp(h, &["recipe", "export", "x", "-o", fifo.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(0));
+}
+
+/// A skill package whose reference links outside it is refused, naming the link; nothing is
+/// copied into the store.
+#[cfg(unix)]
+#[test]
+fn skill_install_refuses_links_leading_out_of_the_package() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let key = h.join("id_rsa");
+    std::fs::write(&key, "PRIVATE KEY").unwrap();
+    let pkg = h.join("pkg");
+    std::fs::create_dir_all(pkg.join("references")).unwrap();
+    std::fs::write(
+        pkg.join("SKILL.md"),
+        "---\nname: sneaky\ndescription: d\n---\nx\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&key, pkg.join("references/notes.md")).unwrap();
+    let out = lmcp(h, &["skill", "install", pkg.to_str().unwrap(), "--yes"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("notes.md") && err.contains("links outside the package"),
+        "{err}"
+    );
+    assert!(!h.join("data/skills/sneaky").exists());
+    // a link inside the package is fine
+    std::fs::remove_file(pkg.join("references/notes.md")).unwrap();
+    std::fs::write(pkg.join("real.md"), "ok").unwrap();
+    std::os::unix::fs::symlink(pkg.join("real.md"), pkg.join("references/notes.md")).unwrap();
+    lmcp_ok(h, &["skill", "install", pkg.to_str().unwrap(), "--yes"]);
 }

@@ -84,6 +84,9 @@ pub enum Command {
         /// Write them to this file instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Replace FILE even when it is a symlink, FIFO or device.
+        #[arg(long, requires = "output")]
+        force: bool,
     },
     /// Save, run, share and delete recipes.
     #[command(subcommand)]
@@ -446,7 +449,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             emit(json, &log, || text);
             Ok(0)
         }
-        Command::Types { output } => types(host, output, json),
+        Command::Types { output, force } => types(host, output, force, json),
         Command::Paths => paths(host, json),
         Command::Config(action) => config_cmd(host, action, json),
     }

@@ -227,6 +227,40 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Writes a command's `-o FILE` output: atomically, to a regular file, in a folder that exists.
+/// An existing file that is not a regular file (a symlink, FIFO or device) is replaced only with
+/// `force`, and a folder never; no parent folder is created that was not asked for.
+pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8], force: bool) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(Error::Usage(format!(
+            "{} does not exist; create the folder first",
+            parent.display()
+        )));
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            return Err(Error::Refused(format!("{} is a folder", path.display())));
+        }
+        if !kind.is_file() && !force {
+            let what = if kind.is_symlink() {
+                "a symlink"
+            } else {
+                "not a regular file (a device, FIFO or socket)"
+            };
+            return Err(Error::Refused(format!(
+                "{} is {what}; nothing was written. Pass --force to replace it with a regular file",
+                path.display()
+            )));
+        }
+    }
+    crate::store::atomic_write(path, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

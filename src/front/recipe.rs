@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::door::{YesTo, ask, emit, gated, gated_with, person};
+use super::door::{YesTo, ask, emit, gated, gated_with, person, write_output};
 use crate::error::{Error, Result};
 use crate::gate::Outcome;
 use crate::host::Host;
@@ -53,6 +53,9 @@ pub enum RecipeCommand {
         /// Write the bundle here instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Replace FILE even when it is a symlink, FIFO or device.
+        #[arg(long, requires = "output")]
+        force: bool,
     },
     /// Check a bundle, show what it will call, and save it.
     Import {
@@ -183,13 +186,17 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             }
             Ok(0)
         }
-        RecipeCommand::Export { name, output } => {
+        RecipeCommand::Export {
+            name,
+            output,
+            force,
+        } => {
             let bundle =
                 done(gated(host, "recipe_export", json!({"name": name}), false, false).await)?;
             let text = serde_json::to_string_pretty(&bundle).unwrap_or_default() + "\n";
             match output {
                 Some(path) => {
-                    crate::store::atomic_write(&path, text.as_bytes())?;
+                    write_output(&path, text.as_bytes(), force)?;
                     let shown = path.display().to_string();
                     emit(json, &json!({"written": shown}), || {
                         format!("wrote {shown}")

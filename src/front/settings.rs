@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::cli::{ConfigCommand, GrantsCommand, ModeArg, RootsCommand, SignalsCommand, Switch};
-use super::door::{ask, emit, table};
+use super::door::{ask, emit, table, write_output};
 
 use crate::config::{DESTRUCTIVE_KEY, Grant};
 use crate::error::{Error, Result};
@@ -359,11 +359,16 @@ pub(super) fn history(host: &Arc<Host>, count: usize, json: bool) -> Result<u8> 
     Ok(0)
 }
 
-pub(super) fn types(host: &Arc<Host>, output: Option<PathBuf>, json: bool) -> Result<u8> {
+pub(super) fn types(
+    host: &Arc<Host>,
+    output: Option<PathBuf>,
+    force: bool,
+    json: bool,
+) -> Result<u8> {
     let text = crate::script::types::lua_definitions(&host.registry().all());
     match output {
         Some(path) => {
-            crate::store::atomic_write(&path, text.as_bytes())?;
+            write_output(&path, text.as_bytes(), force)?;
             let shown = path.display().to_string();
             emit(
                 json,

@@ -88,14 +88,40 @@ async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<V
 
 /// Reads a skill folder into `skill_install`'s arguments.
 pub fn package_args(dir: &Path) -> Result<Value> {
+    let package = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    // Every file read must be the package's own: a link leading outside it (to a key, say)
+    // is refused, naming it. Sizes are checked before anything is read.
+    let own = |path: &Path| -> Result<()> {
+        let real = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        if !real.starts_with(&package) {
+            return Err(Error::Refused(format!(
+                "{} links outside the package (to {}); copy the file into the package instead",
+                path.display(),
+                real.display()
+            )));
+        }
+        let len = std::fs::metadata(&real)
+            .map_err(|e| Error::io(path, e))?
+            .len();
+        if len > skills::MAX_FILE_BYTES as u64 {
+            return Err(Error::Limit {
+                what: format!("{} is {len} bytes", path.display()),
+                limit: format!("{} bytes", skills::MAX_FILE_BYTES),
+            });
+        }
+        Ok(())
+    };
     let md_path = dir.join("SKILL.md");
+    own(&md_path)?;
     let skill_md = std::fs::read_to_string(&md_path).map_err(|e| Error::io(&md_path, e))?;
     let read = |sub: &str, value: &str, only_lua: bool| -> Result<Vec<Value>> {
         let mut out = Vec::new();
         let path = dir.join(sub);
-        let Ok(entries) = std::fs::read_dir(&path) else {
+        if std::fs::symlink_metadata(&path).is_err() {
             return Ok(out);
-        };
+        }
+        own(&path)?;
+        let entries = std::fs::read_dir(&path).map_err(|e| Error::io(&path, e))?;
         let mut files: Vec<PathBuf> = entries
             .flatten()
             .map(|e| e.path())
@@ -110,6 +136,7 @@ pub fn package_args(dir: &Path) -> Result<Value> {
             if only_lua && !name.ends_with(".lua") {
                 continue;
             }
+            own(&f)?;
             let text = std::fs::read_to_string(&f).map_err(|e| Error::io(&f, e))?;
             out.push(json!({"name": name, value: text}));
         }
