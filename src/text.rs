@@ -60,6 +60,44 @@ pub fn escape_controls_keep_lines(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// What a secret is shown as.
+pub const MASK: &str = "********";
+
+/// Shortest value masked as a secret: shorter ones would mask ordinary text everywhere.
+pub const MIN_SECRET_CHARS: usize = 4;
+
+/// `s` with every occurrence of each secret replaced by [`MASK`].
+pub fn redact<'a>(s: &'a str, secrets: &[String]) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(s);
+    for secret in secrets
+        .iter()
+        .filter(|x| x.chars().count() >= MIN_SECRET_CHARS)
+    {
+        if out.contains(secret.as_str()) {
+            out = Cow::Owned(out.replace(secret.as_str(), MASK));
+        }
+    }
+    out
+}
+
+/// A JSON value with every string (and object key) redacted by [`redact`].
+pub fn redact_json(v: &serde_json::Value, secrets: &[String]) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(redact(s, secrets).into_owned()),
+        Value::Array(a) => Value::Array(a.iter().map(|x| redact_json(x, secrets)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (redact(k, secrets).into_owned(), redact_json(x, secrets)))
+                .collect(),
+        ),
+        Value::Number(n) if secrets.iter().any(|x| *x == n.to_string()) => {
+            Value::String(MASK.into())
+        }
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +118,22 @@ mod tests {
         assert_eq!(
             escape_controls_keep_lines("a\n\tb\x1b[2J\n"),
             "a\n\tb\\e[2J\n"
+        );
+    }
+
+    #[test]
+    fn secrets_are_masked_wherever_they_appear() {
+        let secrets = vec!["s3cr3t-token".to_string(), "ab".to_string()];
+        assert_eq!(redact("x s3cr3t-token y", &secrets), "x ******** y");
+        assert_eq!(
+            redact("ab stays", &secrets),
+            "ab stays",
+            "too short to mask"
+        );
+        let v = serde_json::json!({"k": ["pre s3cr3t-token", {"s3cr3t-token": 1}]});
+        assert_eq!(
+            redact_json(&v, &secrets).to_string(),
+            r#"{"k":["pre ********",{"********":1}]}"#
         );
     }
 }

@@ -209,3 +209,72 @@ fn skill_install_refuses_links_leading_out_of_the_package() {
     std::os::unix::fs::symlink(pkg.join("real.md"), pkg.join("references/notes.md")).unwrap();
     lmcp_ok(h, &["skill", "install", pkg.to_str().unwrap(), "--yes"]);
 }
+
+/// A secret stays secret through a reinstall that drops `secret: true`, and never comes back
+/// out of a script: not in its return value, its print output, its error, or a preview.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_stay_secret() {
+    let t = TestHost::new();
+    let md = |secret: bool| {
+        format!(
+            "---\nname: vault\ndescription: d\nconfig:\n  token:\n    type: text\n    secret: {secret}\n---\nx\n"
+        )
+    };
+    let leak = "---@param how string\n---@uses probe_write\nprint('printed ' .. config.token)\n\
+                if params.how == 'error' then error('failed with ' .. config.token) end\n\
+                tools.probe_write{text = config.token}\n\
+                return {value = config.token}";
+    let install = |secret: bool| json!({"skill_md": md(secret), "scripts": [{"name": "leak.lua", "code": leak}]});
+    call_yes(&t.host, "skill_install", install(true))
+        .await
+        .unwrap();
+    call_yes(
+        &t.host,
+        "skill_config",
+        json!({"name": "vault", "values": {"token": "tok-9f8e7d"}}),
+    )
+    .await
+    .unwrap();
+    // reinstalled without `secret: true`: still not shown
+    call_yes(&t.host, "skill_install", install(false))
+        .await
+        .unwrap();
+    let got = call_yes(&t.host, "skill_get", json!({"name": "vault"}))
+        .await
+        .unwrap();
+    assert!(!got.to_string().contains("tok-9f8e7d"), "{got}");
+    // a value set again stays in the secret store
+    call_yes(
+        &t.host,
+        "skill_config",
+        json!({"name": "vault", "values": {"token": "tok-1a2b3c"}}),
+    )
+    .await
+    .unwrap();
+    let got = call_yes(&t.host, "skill_get", json!({"name": "vault"}))
+        .await
+        .unwrap();
+    assert!(!got.to_string().contains("tok-1a2b3c"), "{got}");
+    // return, print and (previewed) call
+    let ctx = lmcp::CallContext::root(lmcp::Origin::Mcp, lmcp::ConfirmMode::Preview);
+    let o = t
+        .host
+        .call(lmcp::CallRequest::new(
+            "skill_call",
+            json!({"skill": "vault", "script": "leak", "params": {"how": "ok"}}),
+            ctx,
+        ))
+        .await;
+    let text = o.to_json().to_string();
+    assert!(!text.contains("tok-1a2b3c"), "{text}");
+    assert!(text.contains("********"), "{text}");
+    // error
+    let e = call_yes(
+        &t.host,
+        "skill_call",
+        json!({"skill": "vault", "script": "leak", "params": {"how": "error"}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(!e.contains("tok-1a2b3c") && e.contains("********"), "{e}");
+}

@@ -101,6 +101,8 @@ pub struct CallContext {
     approval: Option<Arc<Approval>>,
     /// The plan of the program this call runs in, if a runner records one.
     plan: Option<Arc<Plan>>,
+    /// Values never shown in this call tree's previews and prompts (a skill's secrets).
+    secrets: Option<Arc<Vec<String>>>,
 }
 
 impl fmt::Debug for CallContext {
@@ -131,6 +133,7 @@ impl CallContext {
             restrictions: None,
             approval: None,
             plan: None,
+            secrets: None,
         }
     }
 
@@ -271,6 +274,22 @@ impl CallContext {
     pub(crate) fn with_plan(mut self, plan: Arc<Plan>) -> Self {
         self.plan = Some(plan);
         self
+    }
+
+    /// Masks `secrets` in every preview and prompt of this call tree (added to any already set).
+    pub(crate) fn with_secrets(mut self, secrets: Vec<String>) -> Self {
+        if secrets.is_empty() {
+            return self;
+        }
+        let mut all = self.secrets.as_deref().cloned().unwrap_or_default();
+        all.extend(secrets);
+        self.secrets = Some(Arc::new(all));
+        self
+    }
+
+    /// The values masked in this call tree's previews and prompts.
+    pub(crate) fn secrets(&self) -> &[String] {
+        self.secrets.as_deref().map_or(&[], Vec::as_slice)
     }
 
     /// The plan a runner records into, if any.

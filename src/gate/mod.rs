@@ -187,10 +187,19 @@ async fn decide_and_run(
         .summarize
         .map_or_else(|| default_summary(spec, &args), |f| f(&args));
     // Arguments that may hold secrets are never shown in a preview or a prompt.
-    let shown_args = if spec.secret_args {
-        serde_json::json!({"(hidden)": "this tool's arguments may hold secrets"})
+    let (shown_args, summary) = if spec.secret_args {
+        (
+            serde_json::json!({"(hidden)": "this tool's arguments may hold secrets"}),
+            summary,
+        )
+    } else if ctx.secrets().is_empty() {
+        (args.clone(), summary)
     } else {
-        args.clone()
+        // a skill's secrets never reach a preview, a prompt or a plan
+        (
+            crate::text::redact_json(&args, ctx.secrets()),
+            crate::text::redact(&summary, ctx.secrets()).into_owned(),
+        )
     };
     let plan_entry = !spec.runs_program() && spec.has_preview && changes_state;
     if mode == ConfirmMode::Preview

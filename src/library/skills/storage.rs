@@ -84,6 +84,24 @@ pub(super) fn values(host: &Host, name: &str) -> Result<Map<String, Value>> {
     Ok(all)
 }
 
+/// The values stored as secret for a skill: they stay secret until removed, whatever a later
+/// SKILL.md says about their field.
+fn stored_secrets(host: &Host, name: &str) -> Result<Map<String, Value>> {
+    Ok(store::read_json(&values_path(host, name, true))?.unwrap_or_default())
+}
+
+/// The text of each stored secret of a skill, to mask wherever it could be shown.
+pub(super) fn secret_values(host: &Host, name: &str) -> Result<Vec<String>> {
+    Ok(stored_secrets(host, name)?
+        .values()
+        .filter_map(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect())
+}
+
 pub(super) fn write_private(path: &Path, value: &Value) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(value).unwrap_or_default();
     text.push(b'\n');
@@ -190,11 +208,12 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
     let meta = read_meta(host, name)?.ok_or_else(|| bad(name, "meta.json is missing"))?;
     let mut record = summary(host, &p, &meta)?;
     let set = values(host, name)?;
+    let stored_secret = stored_secrets(host, name)?;
     let mut config = Map::new();
     let mut shown = Map::new();
     for (key, f) in &p.md.config {
         config.insert(key.clone(), serde_json::to_value(f).unwrap_or_default());
-        if f.secret {
+        if f.secret || stored_secret.contains_key(key) {
             shown.insert(
                 key.clone(),
                 json!({"secret": true, "set": set.contains_key(key)}),
@@ -277,8 +296,10 @@ pub fn set_config(host: &Host, name: &str, given: &Map<String, Value>) -> Result
                 field.kind
             )));
         }
-        if field.secret {
+        // a value stored as secret stays secret until it is removed
+        if field.secret || secrets.contains_key(key) {
             secrets.insert(key.clone(), v.clone());
+            plain.remove(key);
         } else {
             plain.insert(key.clone(), v.clone());
         }

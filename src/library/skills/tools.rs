@@ -7,10 +7,11 @@ use serde_json::{Map, Value, json};
 
 use super::package::{Package, SkillScript, check_package, valid_name};
 use super::storage::{
-    get, install, list, load_package, read_meta, remove, set_config, set_enabled, skill_dir,
-    tool_name, values,
+    get, install, list, load_package, read_meta, remove, secret_values, set_config, set_enabled,
+    skill_dir, tool_name, values,
 };
 use super::{DEFAULT_TIMEOUT, bad};
+use crate::text::{redact, redact_json};
 
 use crate::error::{Error, Result};
 use crate::gate::CallContext;
@@ -157,8 +158,25 @@ pub async fn call(
         Some(p) => p,
         None => Arc::new(script_program(host, skill, script)?),
     };
-    let report = program::run(host, ctx, &program, params, RunMode::AsCalled).await?;
-    Ok(json!({"result": report.result, "output": report.output, "previews": report.previews}))
+    // The script may read its secrets; nothing it returns, prints, previews or fails with shows
+    // them, and no preview or prompt of a call it makes does either.
+    let secrets = secret_values(host, skill)?;
+    let ctx = ctx.clone().with_secrets(secrets.clone());
+    let report = program::run(host, &ctx, &program, params, RunMode::AsCalled)
+        .await
+        .map_err(|e| redact_error(e, &secrets))?;
+    let out =
+        json!({"result": report.result, "output": report.output, "previews": report.previews});
+    Ok(redact_json(&out, &secrets))
+}
+
+/// An error whose message holds a secret, told without it (as a script error).
+fn redact_error(e: Error, secrets: &[String]) -> Error {
+    let message = e.to_string();
+    match redact(&message, secrets) {
+        std::borrow::Cow::Borrowed(_) => e,
+        std::borrow::Cow::Owned(clean) => Error::Script { message: clean },
+    }
 }
 
 pub(super) fn files_arg(v: &Value, key: &str, value_key: &str) -> Result<Vec<(String, String)>> {
