@@ -84,6 +84,11 @@ impl Paths {
     pub fn workspace_dir(&self) -> PathBuf {
         self.data_dir.join("workspace")
     }
+
+    /// Friction reports waiting to be sent (emptied when signals are turned off).
+    pub fn friction_outbox(&self) -> PathBuf {
+        self.data_dir.join("friction").join("outbox.json")
+    }
 }
 
 /// Creates a directory and its parents, naming the path on failure.

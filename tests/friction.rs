@@ -26,6 +26,14 @@ struct Sink {
 
 impl Sink {
     fn start(port: u16) -> Sink {
+        Sink::answering(
+            port,
+            "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".into(),
+        )
+    }
+
+    /// A sink that answers every request with `response` (a whole HTTP response).
+    fn answering(port: u16, response: String) -> Sink {
         let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let port = listener.local_addr().unwrap().port();
         listener.set_nonblocking(true).unwrap();
@@ -56,9 +64,7 @@ impl Sink {
                     .unwrap()
                     .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
                 let mut stream = stream;
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                );
+                let _ = stream.write_all(response.as_bytes());
             }
         });
         Sink { port, bodies, stop }
@@ -371,4 +377,88 @@ fn signals_and_friction_from_the_cli() {
             .unwrap()
             .contains("signals are off")
     );
+}
+
+/// A 302 from the endpoint is not followed: the report waits, and nothing reaches the place the
+/// redirect named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_not_followed() {
+    let t = TestHost::new();
+    let elsewhere = Sink::start(0);
+    let redirect = format!(
+        "HTTP/1.1 302 Found\r\nlocation: {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        elsewhere.url()
+    );
+    let sink = Sink::answering(0, redirect);
+    let url = sink.url();
+    t.host
+        .update_config(|c| {
+            c.signals.endpoint = Some(url.clone());
+            c.grants.insert("report_friction".into(), Grant::Allow);
+            Ok(())
+        })
+        .unwrap();
+    let r = report(&t, json!({"friction_type": "other"})).await;
+    assert_eq!(r["status"], "queued", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("redirect"), "{r}");
+    assert_eq!(sink.received().len(), 1);
+    assert!(elsewhere.received().is_empty(), "the redirect was followed");
+}
+
+/// `signals off` keeps nothing: reports waiting to be sent are discarded.
+#[test]
+fn signals_off_empties_the_outbox() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let out = lmcp(
+        h,
+        &[
+            "call",
+            "report_friction",
+            r#"{"friction_type": "other"}"#,
+            "--yes",
+            "--json",
+        ],
+    );
+    assert_eq!(json_out(&out)["result"]["status"], "queued");
+    assert!(h.join("data/friction/outbox.json").exists());
+    assert_eq!(lmcp(h, &["signals", "off"]).status.code(), Some(0));
+    assert!(!h.join("data/friction/outbox.json").exists());
+    let log = json_out(&lmcp(h, &["friction", "log", "--json"]));
+    assert_eq!(log["waiting"], json!([]));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+    /// Names people and agents choose (a custom tool's, its parameters', a skill's) never reach a
+    /// payload: such tools appear only as their kind.
+    #[test]
+    fn no_user_chosen_name_ever_reaches_the_payload(tool in "zq[a-z]{3,8}", param in "zq[a-z]{3,8}", skill in "zq[a-z]{3,8}") {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let t = TestHost::new();
+        let user = format!("user_{tool}");
+        rt.block_on(async {
+            let def = json!({"name": user, "description": "d",
+                "parameters": [{"name": param, "type": "string", "required": true}],
+                "steps": [{"id": "a", "tool": "calculate", "arguments": {"expression": {"$input": param}}}]});
+            common::call_yes(&t.host, "custom_tool_create", def).await.unwrap();
+            let md = format!("---\nname: {skill}\ndescription: d\n---\nx\n");
+            let code = format!("---@param {param} string\nreturn 1");
+            common::call_yes(&t.host, "skill_install", json!({"skill_md": md, "scripts": [{"name": "go.lua", "code": code}]})).await.unwrap();
+            let skill_tool = format!("skill__{skill}__go");
+            let failed = t.host.call(CallRequest::new(&user, json!({param.clone(): "1/0"}), ctx())).await;
+            prop_assert!(failed.class().starts_with("failed"), "{}", failed.to_json());
+            let failed = t.host.call(CallRequest::new(&skill_tool, json!({param.clone(): 5}), ctx())).await;
+            prop_assert!(failed.class().starts_with("failed"), "{}", failed.to_json());
+            for attempted in [&user, &skill_tool] {
+                let r = report(&t, json!({"friction_type": "cannot_complete", "tool_attempted": attempted})).await;
+                let bytes = serde_json::to_string(&r["payload"]).unwrap();
+                for name in [&tool, &param, &skill] {
+                    prop_assert!(!bytes.contains(name.as_str()), "`{}` leaked into {}", name, bytes);
+                }
+                schema_check(&r["payload"]);
+            }
+            Ok(())
+        })?;
+    }
 }

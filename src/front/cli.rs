@@ -235,7 +235,7 @@ pub enum GrantsCommand {
 pub enum SignalsCommand {
     /// Allow anonymous friction reports.
     On,
-    /// Send and keep nothing.
+    /// Send and keep nothing: reports waiting to be sent are discarded too.
     Off,
     /// Show whether signals are on and where they go.
     Status,

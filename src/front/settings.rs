@@ -390,6 +390,17 @@ pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> R
                 c.signals.enabled = on;
                 Ok(())
             })?;
+            if !on {
+                // off keeps nothing: the reports waiting to be sent go too
+                let outbox = host.paths().friction_outbox();
+                let _lock = crate::store::FileLock::acquire(&outbox)?;
+                match std::fs::remove_file(&outbox) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io(&outbox, e));
+                    }
+                    _ => {}
+                }
+            }
         }
         SignalsCommand::Endpoint { url, clear } => {
             if let Some(u) = &url {

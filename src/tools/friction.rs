@@ -166,15 +166,21 @@ pub fn handler_fn() -> Handler {
     })
 }
 
-/// Names of user-made tools are redacted; unknown names are not repeated.
+/// A tool's name as reports may carry it: built-in names as they are, tools people and agents
+/// made only as their kind (`user_tool`, `skill_tool`), anything else as `(unknown)`.
 fn public_name(host: &Host, name: &str) -> String {
-    if name.starts_with("user_") {
-        "user_*".to_string()
-    } else if host.registry().get(name).is_some() || name == "(unknown)" {
-        name.to_string()
-    } else {
-        "(unknown)".to_string()
+    match host.registry().get(name) {
+        _ if name.starts_with("user_") => "user_tool".to_string(),
+        _ if name.starts_with("skill__") => "skill_tool".to_string(),
+        Some(t) if t.spec().kind != crate::registry::Kind::Workflow => name.to_string(),
+        _ => "(unknown)".to_string(),
     }
+}
+
+/// Whether a tool's parameter names are its maker's words (a user or skill tool) and so are
+/// never reported.
+fn made_by_someone(name: &str) -> bool {
+    name.starts_with("user_") || name.starts_with("skill__")
 }
 
 /// Builds the payload from the arguments' categories and the runtime's own records.
@@ -220,10 +226,17 @@ pub fn build_payload(host: &Host, args: &Value) -> Result<Value> {
             .rev()
             .find(|e| e.tool == name && e.outcome != "done" && e.outcome != "preview");
         if let Some(f) = failed {
+            let named = !made_by_someone(name);
             let args: Vec<Value> = f
                 .args
                 .iter()
-                .map(|a| json!({"name": a.name, "type": a.kind, "size": a.size}))
+                .map(|a| {
+                    if named {
+                        json!({"name": a.name, "type": a.kind, "size": a.size})
+                    } else {
+                        json!({"type": a.kind, "size": a.size})
+                    }
+                })
                 .collect();
             t["last_failed_call"] = json!({"outcome": f.outcome, "args": args});
         }
@@ -235,9 +248,11 @@ pub fn build_payload(host: &Host, args: &Value) -> Result<Value> {
 /// POSTs one payload; the reason on failure.
 fn deliver(endpoint: &str, payload: &Value) -> std::result::Result<(), String> {
     check_endpoint(endpoint).map_err(|e| e.to_string())?;
+    // A redirect is not followed: the report goes to the endpoint set, or nowhere.
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(SEND_TIMEOUT))
         .http_status_as_error(false)
+        .max_redirects(0)
         .build();
     let agent = ureq::Agent::new_with_config(config);
     let body = serde_json::to_vec(payload).map_err(|e| e.to_string())?;
@@ -247,6 +262,11 @@ fn deliver(endpoint: &str, payload: &Value) -> std::result::Result<(), String> {
         .send(&body[..])
     {
         Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) if r.status().is_redirection() => Err(format!(
+            "the endpoint answered HTTP {} (a redirect, not followed; set the final URL with \
+             `lmcp signals endpoint URL`)",
+            r.status().as_u16()
+        )),
         Ok(r) => Err(format!(
             "the endpoint answered HTTP {}",
             r.status().as_u16()
@@ -273,7 +293,7 @@ fn dir(host: &Host) -> PathBuf {
 }
 
 fn outbox_path(host: &Host) -> PathBuf {
-    dir(host).join("outbox.json")
+    host.paths().friction_outbox()
 }
 
 fn sent_path(host: &Host) -> PathBuf {
@@ -331,17 +351,28 @@ pub struct FlushReport {
 /// Sends the reports that are due (all of them with `force`), keeping the rest with backoff.
 pub fn flush(host: &Host, force: bool) -> Result<FlushReport> {
     let config = host.config();
-    if !config.signals.enabled || config.modes.private {
-        let why = if config.modes.private {
-            "private mode is on"
-        } else {
-            "anonymous signals are off"
-        };
+    if !config.signals.enabled {
+        // off means nothing is kept either: whatever waits (a config edited by hand) goes
+        let discarded = read_outbox(host)?.len();
+        let path = outbox_path(host);
+        if discarded > 0 {
+            let _lock = FileLock::acquire(&path)?;
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        }
+        return Ok(FlushReport {
+            sent: 0,
+            waiting: 0,
+            problems: vec![format!(
+                "anonymous signals are off; nothing was sent ({discarded} waiting report(s) discarded)"
+            )],
+        });
+    }
+    if config.modes.private {
         let waiting = read_outbox(host)?.len();
         return Ok(FlushReport {
             sent: 0,
             waiting,
-            problems: vec![format!("{why}; nothing was sent")],
+            problems: vec!["private mode is on; nothing was sent".into()],
         });
     }
     let Some(endpoint) = config.signals.endpoint.clone() else {
