@@ -278,3 +278,19 @@ async fn secrets_stay_secret() {
     .unwrap_err();
     assert!(!e.contains("tok-1a2b3c") && e.contains("********"), "{e}");
 }
+
+/// `grants deny write` stops write_file and run_command too, `--yes` or not.
+#[test]
+fn deny_write_wins_over_the_destructive_rule() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    lmcp_ok(h, &["grants", "deny", "write"]);
+    let out = lmcp(
+        h,
+        &["call", "write_file", r#"{"path": "a.txt", "content": "x"}"#, "--yes"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(!h.join("data/workspace/a.txt").exists());
+    let out = lmcp(h, &["call", "run_command", r#"{"program": "true"}"#, "--yes"]);
+    assert_eq!(out.status.code(), Some(3));
+}
