@@ -287,10 +287,18 @@ fn deny_write_wins_over_the_destructive_rule() {
     lmcp_ok(h, &["grants", "deny", "write"]);
     let out = lmcp(
         h,
-        &["call", "write_file", r#"{"path": "a.txt", "content": "x"}"#, "--yes"],
+        &[
+            "call",
+            "write_file",
+            r#"{"path": "a.txt", "content": "x"}"#,
+            "--yes",
+        ],
     );
     assert_eq!(out.status.code(), Some(3));
     assert!(!h.join("data/workspace/a.txt").exists());
-    let out = lmcp(h, &["call", "run_command", r#"{"program": "true"}"#, "--yes"]);
+    let out = lmcp(
+        h,
+        &["call", "run_command", r#"{"program": "true"}"#, "--yes"],
+    );
     assert_eq!(out.status.code(), Some(3));
 }

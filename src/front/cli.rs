@@ -340,7 +340,7 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if json {
-                println!("{}", json!({"error": e.to_json()}));
+                super::door::outln(&json!({"error": e.to_json()}).to_string());
             } else {
                 eprintln!("error: {}", shown(&e.to_string()));
             }

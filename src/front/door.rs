@@ -15,17 +15,34 @@ use crate::gate::{
 };
 use crate::host::Host;
 
+/// Writes to stdout; a closed pipe (`lmcp types | head`) ends the process quietly with exit 0,
+/// the way ripgrep does, instead of a panic.
+pub(crate) fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
+    }
+}
+
+/// [`out`] with a newline.
+pub(crate) fn outln(text: &str) {
+    out(&format!("{text}\n"));
+}
+
 /// Prints `value` as one JSON line, or `human` for people.
 pub(crate) fn emit(json: bool, value: &Value, human: impl FnOnce() -> String) {
-    let mut out = std::io::stdout().lock();
     // Text for people holds names and descriptions agents chose: shown, never obeyed.
     let text = if json {
         value.to_string()
     } else {
         shown(&human()).into_owned()
     };
-    // A closed pipe (`lmcp tools | head`) is not an error worth a panic.
-    let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
+    outln(text.trim_end_matches('\n'));
 }
 
 /// Who answers for a person on the command line: `--yes` says yes up front; on a terminal the
@@ -158,29 +175,33 @@ pub(crate) fn run_confirmation(yes: bool) -> (ConfirmMode, Arc<dyn Confirmer>) {
 pub(crate) fn timeout_arg(secs: Option<f64>) -> Result<Option<Duration>> {
     match secs {
         None => Ok(None),
-        Some(s) if s > 0.0 && s.is_finite() => Ok(Some(Duration::from_secs_f64(s))),
-        Some(_) => Err(Error::Usage(
-            "--timeout must be a positive number of seconds".into(),
-        )),
+        Some(s) if s > 0.0 && s <= MAX_TIMEOUT_SECS => Ok(Some(Duration::from_secs_f64(s))),
+        Some(_) => Err(Error::Usage(format!(
+            "--timeout must be a number of seconds more than 0 and at most {MAX_TIMEOUT_SECS} \
+             (a day)"
+        ))),
     }
 }
+
+/// Longest `--timeout` accepted, in seconds.
+pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 
 /// Prints an outcome: the result on stdout, refusals and errors on stderr (or all as JSON).
 pub(crate) fn render_outcome(outcome: &Outcome, json: bool) {
     if json {
-        println!("{}", outcome.to_json());
+        outln(&outcome.to_json().to_string());
         return;
     }
     match outcome {
         Outcome::Done(v) => match v {
-            Value::String(s) => println!("{}", shown(s)),
-            other => println!(
-                "{}",
-                serde_json::to_string_pretty(other).unwrap_or_default()
-            ),
+            Value::String(s) => outln(&shown(s)),
+            other => outln(&serde_json::to_string_pretty(other).unwrap_or_default()),
         },
         Outcome::Preview(p) => {
-            println!("preview (nothing was done): {}", shown(&p.summary));
+            outln(&format!(
+                "preview (nothing was done): {}",
+                shown(&p.summary)
+            ));
         }
         Outcome::Denied { tool, reason } => {
             eprintln!("denied: `{}`: {}", shown(tool), shown(reason))

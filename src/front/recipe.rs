@@ -153,17 +153,14 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                 emit(true, &report, String::new);
                 return Ok(0);
             }
-            print!(
-                "{}",
-                render_report(
-                    &report,
-                    &format!(
-                        "lmcp recipe run {}{}",
-                        shell_quote(&name),
-                        param_flags(&params)
-                    )
-                )
-            );
+            super::door::out(&render_report(
+                &report,
+                &format!(
+                    "lmcp recipe run {}{}",
+                    shell_quote(&name),
+                    param_flags(&params)
+                ),
+            ));
             let changes = report["steps"].as_array().is_some_and(|s| {
                 s.iter()
                     .any(|x| matches!(x["status"].as_str(), Some("previewed" | "unresolved")))
@@ -182,7 +179,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                     then: person(false),
                 });
                 let report = done(gated_with(host, "recipe_run", args, confirmer, true).await)?;
-                print!("{}", render_report(&report, ""));
+                super::door::out(&render_report(&report, ""));
             }
             Ok(0)
         }
@@ -202,7 +199,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                         format!("wrote {shown}")
                     });
                 }
-                None => print!("{text}"),
+                None => super::door::out(&text),
             }
             Ok(0)
         }
@@ -221,14 +218,14 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                 .await,
             )?;
             if !json {
-                print!("{}", super::door::shown(&render_import(&report)));
+                super::door::out(&super::door::shown(&render_import(&report)));
             }
             let go = yes || (std::io::stdin().is_terminal() && !json && ask("Save this recipe?")?);
             if !go {
                 if json {
                     emit(true, &report, String::new);
                 } else {
-                    println!("not saved (pass --yes to save it)");
+                    super::door::outln("not saved (pass --yes to save it)");
                 }
                 return Ok(if yes { 0 } else { 3 });
             }

@@ -377,7 +377,7 @@ pub(super) fn types(
             );
         }
         None if json => emit(true, &json!({"definitions": text}), String::new),
-        None => print!("{text}"),
+        None => super::door::out(&text),
     }
     Ok(0)
 }

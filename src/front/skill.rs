@@ -242,28 +242,28 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                 &refs,
             )?;
             if !json {
-                println!(
+                super::door::outln(&format!(
                     "skill `{}`: {}",
                     escape_controls(&package.md.name),
                     escape_controls(&package.md.description)
-                );
+                ));
                 for s in &package.scripts {
                     let calls = s
                         .header
                         .uses
                         .as_ref()
                         .map_or("read tools only".to_string(), |u| u.join(", "));
-                    println!(
+                    super::door::outln(&format!(
                         "  script {:<20} may call: {}",
                         s.name,
                         escape_controls(&calls)
-                    );
+                    ));
                 }
             }
             let go = yes || (std::io::stdin().is_terminal() && !json && ask("Install it?")?);
             if !go {
                 if !json {
-                    println!("not installed (pass --yes to install it)");
+                    super::door::outln("not installed (pass --yes to install it)");
                 }
                 return Ok(3);
             }

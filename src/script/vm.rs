@@ -91,6 +91,9 @@ enum Interruption {
     Cancelled,
 }
 
+/// How many times the capture limit a run may print to a terminal (`lmcp run`, the REPL).
+pub const TERMINAL_OUTPUT_FACTOR: usize = 64;
+
 /// State shared by the hook and the host API functions of one VM.
 struct RunState {
     host: Arc<Host>,
@@ -103,6 +106,8 @@ struct RunState {
     captured: Mutex<String>,
     output_cap: usize,
     truncated: AtomicBool,
+    /// Bytes printed to the terminal so far (bounded by [`TERMINAL_OUTPUT_FACTOR`] × the cap).
+    printed: std::sync::atomic::AtomicUsize,
     modules: Vec<(String, String)>,
     memory_limit: usize,
 }
@@ -157,15 +162,26 @@ impl RunState {
         })
     }
 
-    fn write(&self, text: &str) {
+    /// Prints: to the terminal up to its bound (then the run fails, naming the limit), or into
+    /// the capped capture.
+    fn write(&self, text: &str) -> mlua::Result<()> {
         match self.output {
             Output::Terminal => {
+                let cap = self.output_cap.saturating_mul(TERMINAL_OUTPUT_FACTOR);
+                let before = self.printed.fetch_add(text.len(), Ordering::Relaxed);
+                if before + text.len() > cap {
+                    return Err(mlua::Error::runtime(format!(
+                        "limit reached: the script printed more than {cap} bytes (the limit is \
+                         {TERMINAL_OUTPUT_FACTOR} × limits.lua_output_kb)"
+                    )));
+                }
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();
             }
             Output::Capture => self.capture(text),
         }
+        Ok(())
     }
 
     fn capture(&self, text: &str) {
@@ -230,6 +246,7 @@ impl Vm {
             captured: Mutex::new(String::new()),
             output_cap: options.limits.output,
             truncated: AtomicBool::new(false),
+            printed: std::sync::atomic::AtomicUsize::new(0),
             modules: options.modules,
             memory_limit: options.limits.memory,
         });
@@ -281,6 +298,8 @@ impl Vm {
         *self.state.ctx.lock().unwrap_or_else(|p| p.into_inner()) = ctx;
         *self.state.why.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.state.interrupted.store(false, Ordering::Relaxed);
+        // the print bound is per run: each REPL line starts afresh
+        self.state.printed.store(0, Ordering::Relaxed);
     }
 
     /// Runs a chunk and returns its outcome (value, previews, captured output).
@@ -474,10 +493,7 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     let s = Arc::clone(state);
     api.set(
         "write",
-        lua.create_function(move |_, text: mlua::LuaString| {
-            s.write(&text.to_string_lossy());
-            Ok(())
-        })?,
+        lua.create_function(move |_, text: mlua::LuaString| s.write(&text.to_string_lossy()))?,
     )?;
     let s = Arc::clone(state);
     api.set(

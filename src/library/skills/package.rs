@@ -143,6 +143,60 @@ pub fn valid_name(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// Largest front matter accepted, in bytes.
+pub const MAX_FRONT_MATTER: usize = 64 << 10;
+/// Deepest nesting of mappings and lists in the front matter.
+pub const MAX_FRONT_MATTER_DEPTH: usize = 16;
+
+/// Walks the front matter's YAML events before anything is built from them: no aliases (an
+/// alias bomb expands a few hundred bytes into gigabytes), bounded size and nesting.
+fn check_front_matter(front: &str) -> std::result::Result<(), String> {
+    use yaml_rust2::parser::{Event, EventReceiver, Parser};
+    if front.len() > MAX_FRONT_MATTER {
+        return Err(format!(
+            "the front matter is {} bytes; the limit is {MAX_FRONT_MATTER}",
+            front.len()
+        ));
+    }
+    #[derive(Default)]
+    struct Walk {
+        depth: usize,
+        deepest: usize,
+        aliases: usize,
+    }
+    impl EventReceiver for Walk {
+        fn on_event(&mut self, ev: Event) {
+            match ev {
+                Event::Alias(_) => self.aliases += 1,
+                Event::SequenceStart(..) | Event::MappingStart(..) => {
+                    self.depth += 1;
+                    self.deepest = self.deepest.max(self.depth);
+                }
+                Event::SequenceEnd | Event::MappingEnd => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    let mut walk = Walk::default();
+    Parser::new_from_str(front)
+        .load(&mut walk, true)
+        .map_err(|e| format!("the front matter is not valid YAML: {e}"))?;
+    if walk.aliases > 0 {
+        return Err(
+            "the front matter uses YAML aliases (`*name`), which SKILL.md does not allow; write \
+             the values out"
+                .into(),
+        );
+    }
+    if walk.deepest > MAX_FRONT_MATTER_DEPTH {
+        return Err(format!(
+            "the front matter nests {} levels deep; the limit is {MAX_FRONT_MATTER_DEPTH}",
+            walk.deepest
+        ));
+    }
+    Ok(())
+}
+
 /// Parses `SKILL.md`: YAML front matter between `---` lines, then the prompt.
 pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
     let what = "SKILL.md";
@@ -166,6 +220,7 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
     let prompt = rest[end.0 + end.1..]
         .trim_start_matches(['\r', '\n'])
         .to_string();
+    check_front_matter(front).map_err(|m| bad(what, m))?;
     let docs = yaml_rust2::YamlLoader::load_from_str(front)
         .map_err(|e| bad(what, format!("the front matter is not valid YAML: {e}")))?;
     let doc = docs.first().map(yaml_to_json).unwrap_or(Value::Null);

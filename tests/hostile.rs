@@ -1,0 +1,119 @@
+//! Hostile input never takes lmcp down: bombs are refused early with a clear error, limits
+//! name themselves, and no invocation panics.
+
+mod common;
+
+use common::{TestHost, call_yes, lmcp};
+use serde_json::json;
+
+/// A YAML alias bomb (9 levels of 9 aliases: ~400 bytes that expand to billions of nodes) is
+/// refused before anything is built, quickly, through `skill_install`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yaml_alias_bomb_is_refused() {
+    let t = TestHost::new();
+    let mut front =
+        String::from("name: bomb\ndescription: d\nversion: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..9 {
+        let prev = format!("*a{}", i - 1);
+        let list = vec![prev; 9].join(", ");
+        front.push_str(&format!("l{i}: &a{i} [{list}]\n"));
+    }
+    let md = format!("---\n{front}---\nx\n");
+    let started = std::time::Instant::now();
+    let e = call_yes(&t.host, "skill_install", json!({"skill_md": md}))
+        .await
+        .unwrap_err();
+    assert!(e.contains("aliases"), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // and an oversized front matter
+    let big = format!(
+        "---\nname: big\ndescription: {}\n---\nx\n",
+        "d".repeat(70_000)
+    );
+    let e = call_yes(&t.host, "skill_install", json!({"skill_md": big}))
+        .await
+        .unwrap_err();
+    assert!(e.contains("the limit is 65536"), "{e}");
+}
+
+/// Out-of-range timeouts are usage errors, never panics.
+#[test]
+fn huge_timeouts_are_usage_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let script = h.join("s.lua");
+    std::fs::write(&script, "return 1").unwrap();
+    for args in [
+        vec![
+            "call",
+            "calculate",
+            r#"{"expression": "1"}"#,
+            "--timeout",
+            "18446744073709551616",
+        ],
+        vec!["run", script.to_str().unwrap(), "--timeout", "1e20"],
+        vec!["run", script.to_str().unwrap(), "--timeout", "inf"],
+        vec!["run", script.to_str().unwrap(), "--timeout", "-1"],
+    ] {
+        let out = lmcp(h, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    }
+}
+
+/// A print flood is bounded: the run fails naming the limit instead of writing gigabytes.
+#[test]
+fn a_print_flood_stops_at_its_limit() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join("config")).unwrap();
+    // 16 KiB captured → 1 MiB to the terminal
+    std::fs::write(
+        h.join("config/config.json"),
+        r#"{"limits": {"lua_output_kb": 16}}"#,
+    )
+    .unwrap();
+    let script = h.join("flood.lua");
+    std::fs::write(&script, "while true do print(string.rep('x', 1000)) end").unwrap();
+    let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "20"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("printed more than 1048576 bytes"), "{err}");
+    assert!(out.stdout.len() <= 1 << 20, "{} bytes", out.stdout.len());
+}
+
+/// Output into a closed pipe ends quietly, never with a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_is_a_quiet_exit() {
+    use std::io::Read;
+    let home = tempfile::tempdir().unwrap();
+    // more than a pipe holds, so lmcp is still writing when the reader goes
+    let ws = home.path().join("data/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("big.txt"), "line of text\n".repeat(60_000)).unwrap();
+    let read = r#"{"path": "big.txt"}"#;
+    for args in [
+        vec!["call", "read_file", read],
+        vec!["call", "read_file", read, "--json"],
+        vec!["types"],
+    ] {
+        let mut child = std::process::Command::new(common::bin())
+            .args(&args)
+            .env("LMCP_HOME", home.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // read a few bytes, then close our end while lmcp still writes
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 16];
+        let _ = stdout.read(&mut first);
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}");
+    }
+}
