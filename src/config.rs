@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::fs;
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -145,6 +146,8 @@ impl Default for Signals {
 #[serde(default)]
 pub struct Config {
     /// Grants keyed by tool name, by effect (`read`, `write`, `send`) or by `destructive`.
+    /// A key given twice is an error (JSON would keep the last silently, losing a deny).
+    #[serde(deserialize_with = "unique_keys")]
     pub grants: BTreeMap<String, Grant>,
     /// Private, read-only and no-terminal modes.
     pub modes: Modes,
@@ -174,6 +177,33 @@ impl Config {
         c
     }
 
+    /// Checks what JSON alone cannot: roots are absolute, limits are in range, the endpoint is
+    /// allowed. A config that fails is treated as unreadable (lmcp fails closed).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if let Some(r) = self.roots.iter().find(|r| !r.is_absolute()) {
+            return Err(format!(
+                "the root `{}` is not an absolute path",
+                r.display()
+            ));
+        }
+        let l = &self.limits;
+        for (name, value, min) in [
+            ("limits.max_depth", l.max_depth as u64, 1),
+            ("limits.history_size", l.history_size as u64, 1),
+            ("limits.lua_memory_mb", l.lua_memory_mb as u64, 1),
+            ("limits.lua_timeout_secs", l.lua_timeout_secs as u64, 1),
+            ("limits.lua_output_kb", l.lua_output_kb as u64, 1),
+        ] {
+            if value < min {
+                return Err(format!("{name} is {value}; it must be at least {min}"));
+            }
+        }
+        if let Some(url) = &self.signals.endpoint {
+            check_endpoint(url).map_err(|e| format!("signals.endpoint: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// The fields this lmcp does not know, as `modes.x`-style paths, for warnings.
     pub fn unknown_fields(&self) -> Vec<String> {
         let mut out: Vec<String> = self.unknown.keys().cloned().collect();
@@ -189,35 +219,45 @@ impl Config {
 
     /// The grant that applies to a tool, and where it came from (for people and `grants list`).
     ///
-    /// A rule for the tool's name wins. Otherwise the rule for its effect applies (built-in
-    /// defaults: read and write allow, send ask), and for a destructive tool also the
-    /// `destructive` rule (default ask): the stricter of the two wins.
+    /// A `deny` at any level (the tool's name, its effect, destructive) wins. Otherwise a rule
+    /// for the tool's name decides; else the rule for its effect (built-in defaults: read and
+    /// write allow, send ask) and, for a destructive tool, the `destructive` rule (default ask):
+    /// the stricter of the two.
     pub fn grant_for(&self, tool: &str, effect: Effect, destructive: bool) -> (Grant, String) {
-        if let Some(g) = self.grants.get(tool) {
-            return (*g, format!("grant for `{tool}`"));
-        }
         let key = effect.as_str();
         let by_effect = self.grants.get(key).copied().unwrap_or(match effect {
             Effect::Read | Effect::Write => Grant::Allow,
             Effect::Send => Grant::Ask,
         });
         let by_effect = (by_effect, format!("grant for {key} tools"));
-        if !destructive {
-            return by_effect;
+        let by_destructive = destructive.then(|| {
+            (
+                self.grants
+                    .get(DESTRUCTIVE_KEY)
+                    .copied()
+                    .unwrap_or(Grant::Ask),
+                "grant for destructive tools".to_string(),
+            )
+        });
+        let by_tool = self
+            .grants
+            .get(tool)
+            .map(|g| (*g, format!("grant for `{tool}`")));
+        // A deny at any level wins over everything.
+        for rule in [&by_tool, &Some(by_effect.clone()), &by_destructive] {
+            if let Some((Grant::Deny, source)) = rule {
+                return (Grant::Deny, source.clone());
+            }
         }
-        // Both rules apply to a destructive tool: the stricter one wins, so `deny write` also
-        // stops destructive writes.
-        let by_destructive = (
-            self.grants
-                .get(DESTRUCTIVE_KEY)
-                .copied()
-                .unwrap_or(Grant::Ask),
-            "grant for destructive tools".to_string(),
-        );
-        if by_effect.0 > by_destructive.0 {
-            by_effect
-        } else {
-            by_destructive
+        // Otherwise a rule for the tool's name decides; else the stricter of its effect's and,
+        // for a destructive tool, the destructive rule.
+        if let Some(rule) = by_tool {
+            return rule;
+        }
+        match by_destructive {
+            Some(d) if d.0 > by_effect.0 => d,
+            Some(d) if d.0 == by_effect.0 => d,
+            _ => by_effect,
         }
     }
 }
@@ -225,8 +265,66 @@ impl Config {
 /// Loads the config. A missing file is the default config; one that cannot be parsed is an error
 /// naming it, on which the host fails closed ([`Config::fail_closed`]) without touching the file.
 pub fn load(paths: &Paths) -> Result<Config> {
-    Ok(store::read_json(&paths.config_file())?.unwrap_or_default())
+    let path = paths.config_file();
+    let corrupt = |message: String| Error::Corrupt {
+        path: path.clone(),
+        message,
+    };
+    // Only a regular file of sane size is read: a FIFO or device would block every command, a
+    // link to nothing is not "no config", and a huge file is not a config anyone wrote.
+    match fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) => return Err(Error::io(&path, e)),
+        Ok(_) => {}
+    }
+    let meta = fs::metadata(&path)
+        .map_err(|e| corrupt(format!("it is a link that leads nowhere readable ({e})")))?;
+    if !meta.is_file() {
+        return Err(corrupt("it is not a regular file".into()));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(corrupt(format!(
+            "it is {} bytes; the limit is {MAX_CONFIG_BYTES}",
+            meta.len()
+        )));
+    }
+    let text = fs::read_to_string(&path).map_err(|e| corrupt(e.to_string()))?;
+    let config: Config = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    config.validate().map_err(corrupt)?;
+    Ok(config)
 }
+
+/// Reads a map, refusing a key given twice.
+fn unique_keys<'de, D>(d: D) -> std::result::Result<BTreeMap<String, Grant>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = BTreeMap<String, Grant>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of grants")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((k, v)) = map.next_entry::<String, Grant>()? {
+                if out.insert(k.clone(), v).is_some() {
+                    return Err(serde::de::Error::custom(format!(
+                        "the grant `{k}` is given twice"
+                    )));
+                }
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Visit)
+}
+
+/// Largest `config.json` read.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Changes the config under the file lock: re-read, apply `change`, write atomically. A file
 /// that cannot be read is refused, never written over: `lmcp config repair` sets it aside first.
@@ -327,6 +425,15 @@ mod tests {
         let (g, why) = c.grant_for("w", Effect::Write, true);
         assert_eq!(g, Grant::Allow);
         assert!(why.contains("`w`"));
+        // but a deny at the effect or destructive level beats a tool's allow
+        c.grants.insert("write".into(), Grant::Deny);
+        let (g, why) = c.grant_for("w", Effect::Write, true);
+        assert_eq!(g, Grant::Deny);
+        assert!(why.contains("write tools"), "{why}");
+        c.grants.insert("write".into(), Grant::Allow);
+        c.grants.insert(DESTRUCTIVE_KEY.into(), Grant::Deny);
+        assert_eq!(c.grant_for("w", Effect::Write, true).0, Grant::Deny);
+        assert_eq!(c.grant_for("w", Effect::Write, false).0, Grant::Allow);
     }
 
     #[test]

@@ -91,6 +91,69 @@ impl Paths {
     }
 }
 
+/// lmcp's own folders (config and data, all but the workspace), known by path and by identity
+/// (device and inode), so no other spelling of them — a symlink, a bind mount — gets in.
+pub struct OwnFolders {
+    /// The config and data folders (canonical).
+    pub paths: Vec<PathBuf>,
+    /// Their identities.
+    pub ids: Vec<(u64, u64)>,
+    /// The workspace (canonical): inside the data folder, yet open to the file tools.
+    pub workspace: PathBuf,
+    /// Its identity.
+    pub workspace_id: Option<(u64, u64)>,
+}
+
+/// A folder's identity: device and inode (none where the platform cannot say).
+pub fn identity(path: &Path) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+impl OwnFolders {
+    /// lmcp's own folders under these paths.
+    pub fn of(paths: &Paths) -> OwnFolders {
+        let canon = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let own = [&paths.config_dir, &paths.data_dir];
+        let workspace = canon(&paths.workspace_dir());
+        OwnFolders {
+            paths: own.iter().map(|p| canon(p)).collect(),
+            ids: own.iter().filter_map(|p| identity(p)).collect(),
+            workspace_id: identity(&workspace),
+            workspace,
+        }
+    }
+
+    /// Whether `real` (a resolved path) is one of lmcp's own folders or inside one, by path or
+    /// by the identity of any folder it lies in; the workspace is not.
+    pub fn contains(&self, real: &Path) -> bool {
+        if real.starts_with(&self.workspace) {
+            return false;
+        }
+        if self.paths.iter().any(|p| real.starts_with(p)) {
+            return true;
+        }
+        for folder in real.ancestors() {
+            let Some(id) = identity(folder) else { continue };
+            if Some(id) == self.workspace_id {
+                return false;
+            }
+            if self.ids.contains(&id) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
 /// Creates a directory and its parents, naming the path on failure.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
@@ -268,11 +331,10 @@ pub fn quarantine(path: &Path) -> Result<PathBuf> {
     // and the hard link below never replaces anything.
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let unique = uuid::Uuid::new_v4().simple().to_string();
+    // A time and a random part: two files set aside in the same second never share a name, so
+    // the rename never replaces anything. A folder or FIFO in the file's place moves the same way.
     let aside = path.with_file_name(format!("{name}.corrupt-{stamp}-{}", &unique[..8]));
-    fs::hard_link(path, &aside)
-        .or_else(|_| fs::copy(path, &aside).map(|_| ()))
-        .map_err(|e| Error::io(&aside, e))?;
-    fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+    fs::rename(path, &aside).map_err(|e| Error::io(path, e))?;
     Ok(aside)
 }
 

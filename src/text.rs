@@ -66,6 +66,28 @@ pub const MASK: &str = "********";
 /// Shortest value masked as a secret: shorter ones would mask ordinary text everywhere.
 pub const MIN_SECRET_CHARS: usize = 4;
 
+/// The forms a secret takes when text is built from it without meaning to reveal it: as it is,
+/// JSON- or Lua-`%q`-escaped (`json.encode`, error messages quoting it), lower and upper case (a
+/// tool that normalises what it was given). Deliberate encodings are beyond exact matching.
+pub fn secret_forms(secret: &str) -> Vec<String> {
+    let mut forms = vec![secret.to_string()];
+    let json = serde_json::to_string(secret).unwrap_or_default();
+    let escaped = json
+        .strip_prefix('"')
+        .and_then(|j| j.strip_suffix('"'))
+        .unwrap_or(&json);
+    for form in [
+        escaped.to_string(),
+        secret.to_lowercase(),
+        secret.to_uppercase(),
+    ] {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
+}
+
 /// `s` with every occurrence of each secret replaced by [`MASK`].
 pub fn redact<'a>(s: &'a str, secrets: &[String]) -> Cow<'a, str> {
     let mut out = Cow::Borrowed(s);
@@ -119,6 +141,14 @@ mod tests {
             escape_controls_keep_lines("a\n\tb\x1b[2J\n"),
             "a\n\tb\\e[2J\n"
         );
+    }
+
+    #[test]
+    fn a_secret_has_its_escaped_and_cased_forms() {
+        let forms = secret_forms("ab\"cD\\ef");
+        assert!(forms.contains(&"ab\\\"cD\\\\ef".to_string()), "{forms:?}");
+        assert!(forms.contains(&"ab\"cd\\ef".to_string()));
+        assert!(forms.contains(&"AB\"CD\\EF".to_string()));
     }
 
     #[test]

@@ -407,6 +407,70 @@ fn a_config_that_cannot_be_read_fails_closed_and_is_never_written_over() {
     lmcp_ok(h, &["call", "calculate", r#"{"expression": "1+1"}"#]);
 }
 
+/// Every way a config can be unreadable or unsound fails closed (and none of them hangs):
+/// a FIFO, a link to nothing, a folder, a huge file, a grant given twice, a relative root, a
+/// zero limit, a forbidden endpoint. `config repair` sets each aside.
+#[cfg(unix)]
+#[test]
+fn every_unsound_config_fails_closed() {
+    type Make = fn(&std::path::Path);
+    let cases: Vec<(&str, Make)> = vec![
+        ("fifo", |p| {
+            assert!(
+                std::process::Command::new("mkfifo")
+                    .arg(p)
+                    .status()
+                    .unwrap()
+                    .success()
+            )
+        }),
+        ("link to nothing", |p| {
+            std::os::unix::fs::symlink(p.with_file_name("nowhere.json"), p).unwrap()
+        }),
+        ("folder", |p| std::fs::create_dir(p).unwrap()),
+        ("huge", |p| {
+            let mut text = " ".repeat(2 << 20);
+            text.push_str("{}");
+            std::fs::write(p, text).unwrap()
+        }),
+        ("grant twice", |p| {
+            std::fs::write(
+                p,
+                r#"{"grants": {"write_file": "deny", "write_file": "allow"}}"#,
+            )
+            .unwrap()
+        }),
+        ("relative root", |p| {
+            std::fs::write(p, r#"{"roots": ["."]}"#).unwrap()
+        }),
+        ("zero limit", |p| {
+            std::fs::write(p, r#"{"limits": {"max_depth": 0}}"#).unwrap()
+        }),
+        ("endpoint", |p| {
+            std::fs::write(p, r#"{"signals": {"endpoint": "http://example.com/x"}}"#).unwrap()
+        }),
+    ];
+    for (what, make) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        std::fs::create_dir_all(h.join("config")).unwrap();
+        make(&h.join("config/config.json"));
+        let started = std::time::Instant::now();
+        let out = lmcp(h, &["mode"]);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{what}: hung"
+        );
+        let shown = text(&out);
+        assert!(
+            shown.contains("config:") && shown.contains("read-only: on"),
+            "{what}: {shown}"
+        );
+        lmcp_ok(h, &["config", "repair", "--yes"]);
+        lmcp_ok(h, &["config", "check"]);
+    }
+}
+
 #[test]
 fn unknown_config_fields_are_warned_about_and_kept() {
     let home = tempfile::tempdir().unwrap();

@@ -220,8 +220,10 @@ async fn secrets_stay_secret() {
             "---\nname: vault\ndescription: d\nconfig:\n  token:\n    type: text\n    secret: {secret}\n---\nx\n"
         )
     };
-    let leak = "---@param how string\n---@uses probe_write\nprint('printed ' .. config.token)\n\
+    let leak = "---@param how string\n---@uses probe_write, calculate\nprint('printed ' .. config.token)\n\
+                print(json.encode({v = config.token}))\n\
                 if params.how == 'error' then error('failed with ' .. config.token) end\n\
+                if params.how == 'tool' then tools.calculate{expression = config.token} end\n\
                 tools.probe_write{text = config.token}\n\
                 return {value = config.token}";
     let install = |secret: bool| json!({"skill_md": md(secret), "scripts": [{"name": "leak.lua", "code": leak}]});
@@ -247,7 +249,7 @@ async fn secrets_stay_secret() {
     call_yes(
         &t.host,
         "skill_config",
-        json!({"name": "vault", "values": {"token": "tok-1a2b3c"}}),
+        json!({"name": "vault", "values": {"token": "Tok\"1a2B3c"}}),
     )
     .await
     .unwrap();
@@ -266,7 +268,7 @@ async fn secrets_stay_secret() {
         ))
         .await;
     let text = o.to_json().to_string();
-    assert!(!text.contains("tok-1a2b3c"), "{text}");
+    assert!(!text.to_lowercase().contains("1a2b3c"), "{text}");
     assert!(text.contains("********"), "{text}");
     // error
     let e = call_yes(
@@ -276,7 +278,16 @@ async fn secrets_stay_secret() {
     )
     .await
     .unwrap_err();
-    assert!(!e.contains("tok-1a2b3c") && e.contains("********"), "{e}");
+    assert!(!e.contains("1a2B3c") && e.contains("********"), "{e}");
+    // a nested tool's error that lower-cases what it was given
+    let e = call_yes(
+        &t.host,
+        "skill_call",
+        json!({"skill": "vault", "script": "leak", "params": {"how": "tool"}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(!e.to_lowercase().contains("1a2b3c"), "{e}");
 }
 
 /// `grants deny write` stops write_file and run_command too, `--yes` or not.
@@ -301,4 +312,62 @@ fn deny_write_wins_over_the_destructive_rule() {
         &["call", "run_command", r#"{"program": "true"}"#, "--yes"],
     );
     assert_eq!(out.status.code(), Some(3));
+}
+
+/// A bind mount of lmcp's config folder inside a root is still lmcp's config folder: the file
+/// tools know it by identity (device and inode), not by spelling. Needs root to mount; CI runs
+/// as root.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_bind_mount_of_lmcp_config_is_still_out_of_reach() {
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    lmcp_ok(h, &["grants", "deny", "run_command"]);
+    let outside = tempfile::tempdir().unwrap();
+    let bind = outside.path().join("bind");
+    std::fs::create_dir_all(&bind).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(h.join("config"))
+        .arg(&bind)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        // Not root (a developer's machine): the identity check is covered by unit tests there.
+        eprintln!("skipping the bind mount: `mount --bind` needs root");
+        return;
+    }
+    let _guard = Unmount(bind.clone());
+    lmcp_ok(h, &["roots", "add", outside.path().to_str().unwrap()]);
+    let config = bind.join("config.json");
+    let out = lmcp(
+        h,
+        &["call", "read_file", &json!({"path": config}).to_string()],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lmcp's own"));
+    let args = json!({"path": config, "content": "{}", "overwrite": true}).to_string();
+    assert_ne!(
+        lmcp(h, &["call", "write_file", &args, "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let args = json!({"program": "true", "cwd": bind}).to_string();
+    assert_ne!(
+        lmcp(h, &["call", "run_command", &args, "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+    // and an -o output never lands on lmcp's own files either
+    let out = lmcp(h, &["types", "-o", config.to_str().unwrap(), "--force"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lmcp's own"));
 }

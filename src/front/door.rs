@@ -248,10 +248,32 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Refuses an output into lmcp's own folders (its config or data, all but the workspace),
+/// however the folder is reached: `--force` never writes over lmcp's own settings.
+pub(crate) fn refuse_own_folders(
+    host: &Host,
+    folder: &std::path::Path,
+    shown: &std::path::Path,
+) -> Result<()> {
+    let real = std::fs::canonicalize(folder).map_err(|e| Error::io(folder, e))?;
+    if crate::store::OwnFolders::of(host.paths()).contains(&real) {
+        return Err(Error::Refused(format!(
+            "{} is inside lmcp's own settings or data; write it somewhere else",
+            shown.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Writes a command's `-o FILE` output: atomically, to a regular file, in a folder that exists.
 /// An existing file that is not a regular file (a symlink, FIFO or device) is replaced only with
 /// `force`, and a folder never; no parent folder is created that was not asked for.
-pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8], force: bool) -> Result<()> {
+pub(crate) fn write_output(
+    host: &Host,
+    path: &std::path::Path,
+    bytes: &[u8],
+    force: bool,
+) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
@@ -262,6 +284,7 @@ pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8], force: bool) ->
             parent.display()
         )));
     }
+    refuse_own_folders(host, parent, path)?;
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         let kind = meta.file_type();
         if kind.is_dir() {

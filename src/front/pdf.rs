@@ -70,6 +70,11 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
         )));
     }
     if let Some(dir) = &args.output
+        && dir.is_dir()
+    {
+        super::door::refuse_own_folders(host, dir, dir)?;
+    }
+    if let Some(dir) = &args.output
         && !args.force
     {
         let taken: Vec<String> = OUTPUT_FILES

@@ -193,7 +193,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             let text = serde_json::to_string_pretty(&bundle).unwrap_or_default() + "\n";
             match output {
                 Some(path) => {
-                    write_output(&path, text.as_bytes(), force)?;
+                    write_output(host, &path, text.as_bytes(), force)?;
                     let shown = path.display().to_string();
                     emit(json, &json!({"written": shown}), || {
                         format!("wrote {shown}")

@@ -368,7 +368,7 @@ pub(super) fn types(
     let text = crate::script::types::lua_definitions(&host.registry().all());
     match output {
         Some(path) => {
-            write_output(&path, text.as_bytes(), force)?;
+            write_output(host, &path, text.as_bytes(), force)?;
             let shown = path.display().to_string();
             emit(
                 json,

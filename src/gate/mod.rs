@@ -156,7 +156,22 @@ async fn decide_and_run(
     let (grant, grant_source) = config.grant_for(&name, effect, destructive);
     if grant == Grant::Deny {
         return Outcome::Denied {
-            reason: format!("the {grant_source} is deny; allow it with `lmcp grants allow {name}`"),
+            reason: {
+                // name the rule that denied, so the hint changes the right one
+                let key = if config.grants.get(&name) == Some(&Grant::Deny) {
+                    name.clone()
+                } else if destructive
+                    && config.grants.get(crate::config::DESTRUCTIVE_KEY) == Some(&Grant::Deny)
+                {
+                    crate::config::DESTRUCTIVE_KEY.to_string()
+                } else {
+                    effect.as_str().to_string()
+                };
+                format!(
+                    "the {grant_source} is deny (a deny at any level wins); allow it with \
+                     `lmcp grants allow {key}`"
+                )
+            },
             tool: name,
         };
     }

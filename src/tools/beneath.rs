@@ -20,14 +20,15 @@ use cap_std::fs::{Dir, OpenOptions};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::store::OwnFolders;
 
 /// The roots of one call, resolved, with lmcp's own folders marked off.
 pub struct Roots {
     /// Canonical roots; the first is the workspace, where relative paths land.
     roots: Vec<PathBuf>,
-    /// lmcp's config and data folders (canonical).
-    protected: Vec<PathBuf>,
-    /// The workspace (canonical): inside the data folder, yet open to the file tools.
+    /// lmcp's own folders.
+    own: OwnFolders,
+    /// The workspace (canonical).
     workspace: PathBuf,
 }
 
@@ -77,20 +78,16 @@ impl Roots {
             .first()
             .cloned()
             .ok_or_else(|| Error::Refused("no file roots are set".into()))?;
-        let protected = [&paths.config_dir, &paths.data_dir]
-            .into_iter()
-            .map(|p| fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-            .collect();
         Ok(Roots {
             roots,
-            protected,
+            own: OwnFolders::of(paths),
             workspace,
         })
     }
 
     /// Whether `real` (a resolved path) is one of lmcp's own folders or inside one.
     pub fn is_protected(&self, real: &Path) -> bool {
-        !real.starts_with(&self.workspace) && self.protected.iter().any(|p| real.starts_with(p))
+        self.own.contains(real)
     }
 
     fn refuse_protected(&self, real: &Path, input: &str) -> Result<()> {
@@ -344,13 +341,19 @@ fn canonical_prefix(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::identity;
 
     /// Roots for tests: `ws` first, and `own` as lmcp's own folder.
     fn roots(list: &[&Path], own: &Path) -> Roots {
         let canon = |p: &Path| fs::canonicalize(p).unwrap();
         Roots {
             roots: list.iter().map(|p| canon(p)).collect(),
-            protected: vec![canon(own)],
+            own: OwnFolders {
+                paths: vec![canon(own)],
+                ids: identity(own).into_iter().collect(),
+                workspace: canon(list[0]),
+                workspace_id: identity(list[0]),
+            },
             workspace: canon(list[0]),
         }
     }
@@ -442,7 +445,12 @@ mod tests {
         let canon = |p: &Path| fs::canonicalize(p).unwrap();
         let r = Roots {
             roots: vec![canon(&ws), canon(top)],
-            protected: vec![canon(&data)],
+            own: OwnFolders {
+                paths: vec![canon(&data)],
+                ids: identity(&data).into_iter().collect(),
+                workspace: canon(&ws),
+                workspace_id: identity(&ws),
+            },
             workspace: canon(&ws),
         };
         let history = data.join("history.jsonl");

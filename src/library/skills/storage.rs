@@ -99,6 +99,7 @@ pub(super) fn secret_values(host: &Host, name: &str) -> Result<Vec<String>> {
             Value::Number(n) => Some(n.to_string()),
             _ => None,
         })
+        .flat_map(|s| crate::text::secret_forms(&s))
         .collect())
 }
 
