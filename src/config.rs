@@ -90,6 +90,9 @@ pub struct Limits {
     pub lua_timeout_secs: u32,
     /// Captured output a script run may keep, in KiB (MCP and programs run as tools).
     pub lua_output_kb: u32,
+    /// Largest input read from a file or stdin (`@FILE`, `-`, scripts, manifests, bundles,
+    /// definitions), in MiB.
+    pub input_mb: u32,
     /// Fields this lmcp does not know: kept and written back, reported as warnings.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, Value>,
@@ -103,6 +106,7 @@ impl Default for Limits {
             lua_memory_mb: 64,
             lua_timeout_secs: 30,
             lua_output_kb: 1024,
+            input_mb: 16,
             unknown: BTreeMap::new(),
         }
     }
@@ -193,6 +197,7 @@ impl Config {
             ("limits.lua_memory_mb", l.lua_memory_mb as u64, 1),
             ("limits.lua_timeout_secs", l.lua_timeout_secs as u64, 1),
             ("limits.lua_output_kb", l.lua_output_kb as u64, 1),
+            ("limits.input_mb", l.input_mb as u64, 1),
         ] {
             if value < min {
                 return Err(format!("{name} is {value}; it must be at least {min}"));

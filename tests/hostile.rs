@@ -117,3 +117,111 @@ fn a_closed_pipe_is_a_quiet_exit() {
         assert_ne!(out.status.code(), Some(101), "{args:?}");
     }
 }
+
+/// Inputs are bounded (`limits.input_mb`): `@FILE`, stdin, scripts and manifests larger than
+/// the limit are refused naming it, without being read whole.
+#[test]
+fn inputs_are_bounded() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join("config")).unwrap();
+    std::fs::write(
+        h.join("config/config.json"),
+        r#"{"limits": {"input_mb": 1}}"#,
+    )
+    .unwrap();
+    let big = h.join("big.json");
+    std::fs::write(
+        &big,
+        format!("{{\"expression\": \"{}\"}}", "1".repeat(2 << 20)),
+    )
+    .unwrap();
+    let at = format!("@{}", big.display());
+    let script = h.join("big.lua");
+    std::fs::write(&script, format!("-- {}\nreturn 1", "x".repeat(2 << 20))).unwrap();
+    let manifest = h.join("big-recipe.json");
+    std::fs::write(
+        &manifest,
+        format!(
+            "{{\"name\": \"x\", \"description\": \"{}\"}}",
+            "d".repeat(2 << 20)
+        ),
+    )
+    .unwrap();
+    for args in [
+        vec!["call", "calculate", at.as_str()],
+        vec!["run", script.to_str().unwrap()],
+        vec!["recipe", "save", manifest.to_str().unwrap()],
+        vec!["run", manifest.to_str().unwrap()],
+    ] {
+        let out = lmcp(h, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("limits.input_mb"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+    }
+    // stdin: lmcp stops reading at the limit, so the writer may see a closed pipe
+    use std::io::Write;
+    let mut child = std::process::Command::new(common::bin())
+        .args(["call", "calculate", "-"])
+        .env("LMCP_HOME", h)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(format!("{{\"expression\": \"{}\"}}", "1".repeat(2 << 20)).as_bytes());
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("limits.input_mb"));
+}
+
+/// One call with thousands of keys is recorded as a few shapes and a count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_entries_are_bounded() {
+    let t = TestHost::new();
+    let args: serde_json::Map<String, serde_json::Value> =
+        (0..5000).map(|i| (format!("k{i}"), json!(i))).collect();
+    let _ = call_yes(&t.host, "calculate", serde_json::Value::Object(args)).await;
+    let recent = t.host.history().recent(1).unwrap();
+    let entry = recent.entries.last().unwrap();
+    assert!(entry.args.len() <= 33, "{}", entry.args.len());
+    assert_eq!(entry.args.last().unwrap().name, "(more)");
+}
+
+/// A skill whose script's tool name would not fit, or would take another skill's, is refused
+/// before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_tool_names_are_checked_before_anything_is_written() {
+    let t = TestHost::new();
+    let long = "s".repeat(60);
+    let md = format!("---\nname: {long}\ndescription: d\n---\nx\n");
+    let e = call_yes(
+        &t.host,
+        "skill_install",
+        json!({"skill_md": md, "scripts": [{"name": "go.lua", "code": "return 1"}]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("longer than 64"), "{e}");
+    assert!(!t.home().join(format!("data/skills/{long}")).exists());
+    let listed = call_yes(&t.host, "skill_list", json!({})).await.unwrap();
+    assert_eq!(listed["skills"], json!([]));
+    // `a` with script `b__c` and `a--b` with script `c` would both be skill__a__b__c
+    let md = |name: &str| format!("---\nname: {name}\ndescription: d\n---\nx\n");
+    call_yes(
+        &t.host,
+        "skill_install",
+        json!({"skill_md": md("a"), "scripts": [{"name": "b__c.lua", "code": "return 1"}]}),
+    )
+    .await
+    .unwrap();
+    let e = call_yes(
+        &t.host,
+        "skill_install",
+        json!({"skill_md": md("a--b"), "scripts": [{"name": "c.lua", "code": "return 2"}]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("already the tool of `a / b__c`"), "{e}");
+}

@@ -352,6 +352,7 @@ pub fn main() -> ExitCode {
 /// Runs a parsed command; the exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
     let host = Host::open(Paths::discover()?)?;
+    super::door::set_input_limit(host.config().limits.input_mb);
     // A config that cannot be read is said on every command, not once.
     if let Some(problem) = host.config_problem()
         && !matches!(cli.command, Some(Command::Config(_)))

@@ -15,6 +15,46 @@ use crate::gate::{
 };
 use crate::host::Host;
 
+/// The largest input read from a file or stdin, in bytes (`limits.input_mb`, set at start).
+static INPUT_LIMIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(16 << 20);
+
+/// Sets the input limit from the config (the command line does this once at start).
+pub(crate) fn set_input_limit(mib: u32) {
+    INPUT_LIMIT.store(
+        u64::from(mib.max(1)) << 20,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Reads at most the input limit from `reader`; more is an error naming the limit and `what`.
+fn read_bounded(reader: impl std::io::Read, what: &str) -> Result<String> {
+    use std::io::Read;
+    let limit = INPUT_LIMIT.load(std::sync::atomic::Ordering::Relaxed);
+    let mut bytes = Vec::new();
+    reader
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::Usage(format!("cannot read {what}: {e}")))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::Limit {
+            what: format!("{what} is larger than {} MiB", limit >> 20),
+            limit: format!("{} MiB (limits.input_mb)", limit >> 20),
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| Error::Usage(format!("{what} is not UTF-8 text")))
+}
+
+/// Reads a text file named on the command line, bounded by `limits.input_mb`.
+pub(crate) fn read_input(path: &std::path::Path) -> Result<String> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    read_bounded(file, &path.display().to_string())
+}
+
+/// Reads stdin, bounded by `limits.input_mb`.
+pub(crate) fn read_stdin(what: &str) -> Result<String> {
+    read_bounded(std::io::stdin().lock(), what)
+}
+
 /// Writes to stdout; a closed pipe (`lmcp types | head`) ends the process quietly with exit 0,
 /// the way ripgrep does, instead of a panic.
 pub(crate) fn out(text: &str) {

@@ -204,7 +204,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             Ok(0)
         }
         RecipeCommand::Import { file, yes, replace } => {
-            let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+            let text = super::door::read_input(&file)?;
             let bundle: Value = serde_json::from_str(&text)
                 .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display())))?;
             let report = done(
@@ -281,7 +281,7 @@ fn shell_quote(s: &str) -> String {
 
 /// A manifest from a file: JSON as it is, or a Lua program whose header names it.
 pub fn manifest_from_file(file: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+    let text = super::door::read_input(file)?;
     match file.extension().and_then(|e| e.to_str()) {
         Some("json") => serde_json::from_str(&text)
             .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display()))),

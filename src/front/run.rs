@@ -23,7 +23,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
     if args.plan_hash.is_some() {
         return Err(Error::Usage("--plan-hash applies to recipe manifests (.json); a Lua script previews with its own run".into()));
     }
-    let source = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let source = super::door::read_input(path)?;
     if path.extension().and_then(|e| e.to_str()) != Some("lua") {
         return Err(Error::Usage(format!(
             "{} is not a .lua script",

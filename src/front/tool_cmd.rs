@@ -1,13 +1,15 @@
 //! `lmcp tools`, `lmcp tool show|enable|disable|create`, `lmcp call`: the tool list, one tool's
 //! help, and direct calls.
 
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::cli::{CallArgs, ProfileArg};
-use super::door::{cancel_on_ctrl_c, emit, person, render_outcome, table, timeout_arg};
+use super::door::{
+    cancel_on_ctrl_c, emit, person, read_input, read_stdin, render_outcome, table, timeout_arg,
+};
 
 use crate::error::{Error, Result};
 use crate::gate::{CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin};
@@ -146,17 +148,10 @@ pub(super) fn enable_tool(host: &Arc<Host>, name: &str, enable: bool, json: bool
 pub(super) fn read_call_args(raw: Option<&str>) -> Result<Value> {
     let (text, source) = match raw {
         None => return Ok(json!({})),
-        Some("-") => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(|e| Error::Usage(format!("cannot read arguments from stdin: {e}")))?;
-            (s, "stdin".to_string())
-        }
+        Some("-") => (read_stdin("arguments from stdin")?, "stdin".to_string()),
         Some(at) if at.starts_with('@') => {
             let path = &at[1..];
-            let s = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-            (s, path.to_string())
+            (read_input(std::path::Path::new(path))?, path.to_string())
         }
         Some(inline) => (inline.to_string(), "ARGS".to_string()),
     };
@@ -173,7 +168,7 @@ pub(super) fn read_call_args(raw: Option<&str>) -> Result<Value> {
 /// The arguments of `custom_tool_create` from a file: a JSON definition, or a Lua program whose
 /// header names and describes it.
 pub(super) fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<Value> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+    let text = read_input(file)?;
     let mut args = match file.extension().and_then(|e| e.to_str()) {
         Some("json") => {
             let v: Value = serde_json::from_str(&text)

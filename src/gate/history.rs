@@ -178,7 +178,9 @@ pub fn arg_shapes(args: &Value, schema: Option<&Value>) -> Vec<ArgShape> {
     let Value::Object(map) = args else {
         return vec![shape("(args)".into(), args)];
     };
-    map.iter()
+    let mut shapes: Vec<ArgShape> = map
+        .iter()
+        .take(MAX_SHAPES)
         .map(|(k, v)| {
             let name = match declared {
                 Some(d) if d.contains_key(k) => k.clone(),
@@ -186,8 +188,21 @@ pub fn arg_shapes(args: &Value, schema: Option<&Value>) -> Vec<ArgShape> {
             };
             shape(name, v)
         })
-        .collect()
+        .collect();
+    // A call with thousands of keys is recorded as the first few and a count, so one hostile
+    // call cannot bloat every later read of the history.
+    if map.len() > MAX_SHAPES {
+        shapes.push(ArgShape {
+            name: "(more)".into(),
+            kind: "object".into(),
+            size: size_bucket(map.len() - MAX_SHAPES),
+        });
+    }
+    shapes
 }
+
+/// Most argument shapes recorded for one call (one more entry counts the rest).
+pub const MAX_SHAPES: usize = 32;
 
 fn shape(name: String, v: &Value) -> ArgShape {
     let (kind, size) = match v {

@@ -213,6 +213,11 @@ impl Roots {
     /// it, the folder synced; parent folders are created beneath the root. Refuses a folder,
     /// and an existing file unless `overwrite`. Returns the path and whether a file was replaced.
     pub fn write(&self, input: &str, bytes: &[u8], overwrite: bool) -> Result<(PathBuf, bool)> {
+        if input.ends_with('/') || input.ends_with(std::path::MAIN_SEPARATOR) {
+            return Err(Error::Refused(format!(
+                "`{input}` ends with `/`, which names a folder; give a file name"
+            )));
+        }
         let placed = self.place(input)?;
         let shown = placed.shown();
         let name = match placed.rel.file_name() {
@@ -244,11 +249,8 @@ impl Roots {
                 shown.display()
             )));
         }
-        let temp = format!(
-            ".{}.tmp-{}",
-            name.to_string_lossy(),
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
+        // short whatever the name's length (a 255-byte name still gets a temp file)
+        let temp = format!(".lmcp-tmp-{}", uuid::Uuid::new_v4().simple());
         let written = (|| -> std::io::Result<()> {
             let mut f = parent.open_with(&temp, OpenOptions::new().write(true).create_new(true))?;
             f.write_all(bytes)?;
@@ -426,12 +428,21 @@ mod tests {
                 .contains("folder")
         );
         assert!(r.read("a/b/c.txt", 2).is_err(), "over the limit");
+        assert!(
+            r.write("a/new/", b"x", false)
+                .unwrap_err()
+                .to_string()
+                .contains("folder")
+        );
+        let long = "n".repeat(250);
+        r.write(&long, b"long name", false).unwrap();
         // no temp file is left behind
         let names: Vec<String> = fs::read_dir(root.join("a/b"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, vec!["c.txt"]);
+        assert!(!root.join("a/new").exists());
     }
 
     #[test]

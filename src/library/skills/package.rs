@@ -456,6 +456,31 @@ pub fn check_package(
         }
         refs.push((name.clone(), content.clone()));
     }
+    // Each script becomes a tool: its name must fit, and must not be another skill's already.
+    for (i, script) in checked.iter().enumerate() {
+        let tool = super::tool_name(&md.name, &script.name);
+        if crate::registry::check_name(&tool).is_err() {
+            return Err(bad(
+                &md.name,
+                format!(
+                    "at /scripts/{i}: its tool name `{tool}` is longer than 64 characters; \
+                     shorten the skill's or the script's name"
+                ),
+            ));
+        }
+        if let Some(other) = host.registry().get(&tool)
+            && !other.spec().title.starts_with(&format!("{} / ", md.name))
+        {
+            return Err(bad(
+                &md.name,
+                format!(
+                    "at /scripts/{i}: its tool name `{tool}` is already the tool of `{}`; \
+                     rename the skill or the script",
+                    other.spec().title
+                ),
+            ));
+        }
+    }
     Ok(Package {
         md,
         skill_md: skill_md.to_string(),
