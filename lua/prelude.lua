@@ -68,6 +68,16 @@ env.coroutine = co
 
 local protected = raw_setmetatable({}, { __mode = "k" })
 
+-- The metatables the host hands out are closed: getmetatable gives a name, not the table, so
+-- no script can add __gc or __close to them (json.array's, the strings').
+raw_rawset(api.array_mt, "__metatable", "array")
+do
+  local string_mt = raw_getmetatable("")
+  if string_mt then
+    raw_rawset(string_mt, "__metatable", "string")
+  end
+end
+
 env.setmetatable = function(t, mt)
   if raw_type(mt) == "table" and raw_rawget(mt, "__gc") ~= nil then
     raw_error("setmetatable: __gc metamethods are not allowed in the sandbox", 2)
@@ -208,6 +218,8 @@ env.json = {
 
 local tool_error_mt = {
   __name = "ToolError",
+  -- getmetatable(e) gives this name, never the table: nobody can add __gc or __close to it.
+  __metatable = "ToolError",
   __tostring = function(e)
     return raw_tostring(raw_rawget(e, "code")) .. ": " .. raw_tostring(raw_rawget(e, "message"))
   end,

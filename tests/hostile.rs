@@ -225,3 +225,53 @@ async fn skill_tool_names_are_checked_before_anything_is_written() {
     .unwrap_err();
     assert!(e.contains("already the tool of `a / b__c`"), "{e}");
 }
+
+/// A `__close` that loops where Lua runs no hooks (unwinding a coroutine after the deadline)
+/// cannot keep lmcp alive: the watchdog ends the process soon after the deadline.
+#[test]
+fn a_run_that_escapes_its_deadline_is_ended() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let script = h.join("hang.lua");
+    std::fs::write(
+        &script,
+        "local closer = setmetatable({}, {__close = function() while true do end end})\n\
+         coroutine.wrap(function()\n\
+           for _ in function() while true do end end, nil, nil, closer do end\n\
+         end)()\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not stop within"));
+}
+
+/// The metatables the host hands out are closed: a tool error's cannot get a `__gc` that keeps
+/// the process alive, nor can json.array's or the strings'.
+#[test]
+fn host_metatables_are_closed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let script = h.join("gc.lua");
+    std::fs::write(
+        &script,
+        "local ok, e = pcall(tools.read_file, {path = 'nope.txt'})\n\
+         local results = {}\n\
+         for _, v in ipairs({e, json.array{}, ''}) do\n\
+           local mt = getmetatable(v)\n\
+           results[#results + 1] = type(mt)\n\
+           results[#results + 1] = tostring(pcall(setmetatable, v, {}))\n\
+         end\n\
+         return table.concat(results, ' ')",
+    )
+    .unwrap();
+    let out = common::lmcp_ok(h, &["run", script.to_str().unwrap(), "--json"]);
+    let v = common::json_out(&out);
+    assert_eq!(
+        v["result"],
+        json!("string false string false string false"),
+        "{v}"
+    );
+}

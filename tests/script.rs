@@ -56,7 +56,7 @@ async fn absent_capabilities() {
         "os.rename",
         "os.tmpname",
         "string.dump",
-        "getmetatable('').__index.dump",
+        "(('').dump)",
         "require and nil",
         "module",
         "setfenv",
@@ -465,11 +465,7 @@ async fn globals_for_scripts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_run_gets_a_fresh_state() {
     let t = TestHost::new();
-    eval(
-        &t,
-        "leaked = 1 string.upper = nil getmetatable('').__index.lower = nil",
-    )
-    .await;
+    eval(&t, "leaked = 1 string.upper = nil string.lower = nil").await;
     assert_eq!(
         eval(
             &t,

@@ -112,7 +112,9 @@ pub async fn run(
 ) -> std::result::Result<ScriptOutcome, ScriptFailure> {
     let host = Arc::clone(host);
     let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
+    let deadline = ctx.deadline();
+    let cancel = ctx.cancel_token().clone();
+    let mut task = tokio::task::spawn_blocking(move || {
         let vm = Vm::new(host, handle, ctx, options)?;
         vm.run(&script.source, &script.name)
             .map_err(|error| ScriptFailure {
@@ -120,11 +122,46 @@ pub async fn run(
                 output: vm.take_output(),
                 previews: vm.take_previews(),
             })
-    })
-    .await
-    .map_err(|e| {
-        ScriptFailure::from(Error::Script {
-            message: format!("the script's thread failed: {e}"),
-        })
-    })?
+    });
+    tokio::select! {
+        done = &mut task => done.map_err(|e| {
+            ScriptFailure::from(Error::Script {
+                message: format!("the script's thread failed: {e}"),
+            })
+        })?,
+        why = watchdog(deadline, cancel) => {
+            // The hook could not stop it (a `__close` or finalizer looping where Lua runs no
+            // hooks): nothing else can, so the process ends rather than spin forever.
+            eprintln!(
+                "lmcp: a Lua run did not stop within {}s of its {why}; ending the process",
+                WATCHDOG_GRACE.as_secs()
+            );
+            std::process::exit(WATCHDOG_EXIT);
+        }
+    }
+}
+
+/// How long a run may go on after its deadline or cancellation before the process ends.
+pub const WATCHDOG_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// The exit code when the watchdog ends the process.
+pub const WATCHDOG_EXIT: i32 = 1;
+
+/// Waits until the grace after the deadline, or after a cancellation, has passed; the reason.
+async fn watchdog(
+    deadline: Option<std::time::Instant>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> &'static str {
+    let after_deadline = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until((d + WATCHDOG_GRACE).into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = after_deadline => "deadline",
+        _ = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(WATCHDOG_GRACE).await;
+        } => "cancellation",
+    }
 }
