@@ -94,6 +94,15 @@ impl Host {
             warnings: Mutex::new(warnings),
             paths,
         };
+        // temp files left by writes a kill cut short, in the folders lmcp writes most
+        store::sweep_temp_files(
+            &[
+                host.paths.workspace_dir(),
+                host.paths.data_dir.clone(),
+                host.paths.config_dir.clone(),
+            ],
+            std::time::Duration::from_secs(600),
+        );
         tools::register_builtins(&host.registry)?;
         crate::library::register_tools(&host.registry)?;
         crate::library::load_all(&host);

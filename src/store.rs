@@ -249,6 +249,48 @@ fn file_name_of(path: &Path) -> String {
 }
 
 /// A temporary name in `dir` no other writer (thread or process) uses.
+/// Whether a file name is one of lmcp's temporary files (`.NAME.PID.N.tmp`, `.lmcp-tmp-ID`).
+pub fn is_temp_name(name: &str) -> bool {
+    if name.starts_with(".lmcp-tmp-") {
+        return true;
+    }
+    // `.NAME.PID.N.tmp`: the two parts before `tmp` are numbers
+    let Some(rest) = name.strip_prefix('.').and_then(|r| r.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let mut parts = rest.rsplitn(3, '.');
+    let (n, pid, base) = (parts.next(), parts.next(), parts.next());
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    digits(n) && digits(pid) && base.is_some_and(|b| !b.is_empty())
+}
+
+/// Removes lmcp's temporary files older than `age` directly in `dirs` (writes a kill cut short
+/// leave them behind); younger ones may belong to a write in progress in another process.
+pub fn sweep_temp_files(dirs: &[PathBuf], age: std::time::Duration) {
+    let now = std::time::SystemTime::now();
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !is_temp_name(&name.to_string_lossy()) {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|d| d > age);
+            if old {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 fn temp_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()))
 }
@@ -436,6 +478,15 @@ fn unique() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temp_names_are_recognised_and_user_files_are_not() {
+        assert!(is_temp_name(".lmcp-tmp-0123abcd"));
+        assert!(is_temp_name(".config.json.4242.7.tmp"));
+        assert!(!is_temp_name(".notes.tmp"));
+        assert!(!is_temp_name("draft.1.2.tmp"));
+        assert!(!is_temp_name(".a.b.tmp"));
+    }
 
     #[test]
     fn atomic_move_renames_over_the_old_file() {

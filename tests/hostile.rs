@@ -275,3 +275,54 @@ fn host_metatables_are_closed() {
         "{v}"
     );
 }
+
+/// A corrupt saved file is kept aside, never written over; a corrupt outbox does not stop
+/// friction reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_saved_files_are_kept_aside() {
+    let t = TestHost::new();
+    let tools = t.home().join("data/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::write(tools.join("user_x.json"), "{ broken").unwrap();
+    let def = json!({"name": "user_x", "description": "d", "lua": "return 1", "replace": true});
+    call_yes(&t.host, "custom_tool_create", def).await.unwrap();
+    let kept: Vec<String> = std::fs::read_dir(&tools)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("corrupt-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        std::fs::read_to_string(tools.join(&kept[0])).unwrap(),
+        "{ broken"
+    );
+    let recipes = t.home().join("data/recipes");
+    std::fs::create_dir_all(&recipes).unwrap();
+    std::fs::write(recipes.join("r.json"), "{ broken").unwrap();
+    let manifest =
+        json!({"name": "r", "steps": [{"tool": "calculate", "args": {"expression": "1"}}]});
+    call_yes(
+        &t.host,
+        "recipe_save",
+        json!({"manifest": manifest, "replace": true}),
+    )
+    .await
+    .unwrap();
+    assert!(std::fs::read_dir(&recipes).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("corrupt-")
+    }));
+    let outbox = t.home().join("data/friction");
+    std::fs::create_dir_all(&outbox).unwrap();
+    std::fs::write(outbox.join("outbox.json"), "[ broken").unwrap();
+    let r = call_yes(
+        &t.host,
+        "report_friction",
+        json!({"friction_type": "other"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "queued", "{r}");
+}

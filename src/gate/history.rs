@@ -114,6 +114,7 @@ impl History {
         if !current.is_some_and(|c| store::same_file(&c, &held)) {
             files.file = self.open_append()?;
         }
+        cut_torn_tail(&files.file).map_err(|e| Error::io(&self.path, e))?;
         files
             .file
             .write_all(&line)
@@ -126,10 +127,12 @@ impl History {
         Ok(())
     }
 
+    /// Opens the history for appending.
     fn open_append(&self) -> Result<File> {
         OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(&self.path)
             .map_err(|e| Error::io(&self.path, e))
     }
@@ -221,6 +224,31 @@ fn shape(name: String, v: &Value) -> ArgShape {
     }
 }
 
+/// Cuts a torn last line (a write cut short by a kill) back to the last complete one, so the
+/// next entry starts on a line of its own. Called with the history lock held.
+fn cut_torn_tail(file: &File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut reader = file;
+    let tail = len.min(64 << 10);
+    reader.seek(SeekFrom::Start(len - tail))?;
+    let mut buf = Vec::with_capacity(tail as usize);
+    reader.take(tail).read_to_end(&mut buf)?;
+    if buf.last() == Some(&b'\n') {
+        return Ok(());
+    }
+    let keep = match buf.iter().rposition(|b| *b == b'\n') {
+        Some(i) => len - tail + i as u64 + 1,
+        None if tail == len => 0,
+        // a line longer than the tail looked at: start the next entry on a line of its own
+        None => return (&*file).write_all(b"\n"),
+    };
+    file.set_len(keep)
+}
+
 /// A coarse size bucket, so sizes hint at scale without identifying content.
 pub fn size_bucket(n: usize) -> String {
     match n {
@@ -249,6 +277,38 @@ mod tests {
             duration_ms: 0.5,
             args: vec![],
         }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_before_the_next_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let h = History::new(path.clone(), 10);
+        let entry = |tool: &str| HistoryEntry {
+            at_ms: 1,
+            tool: tool.into(),
+            origin: "cli".into(),
+            depth: 0,
+            outcome: "done".into(),
+            duration_ms: 1.0,
+            args: Vec::new(),
+        };
+        h.record(&entry("first")).unwrap();
+        // a write cut short by a kill
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(br#"{"at_ms": 2, "tool": "tor"#).unwrap();
+        drop(f);
+        h.record(&entry("second")).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        let tools: Vec<String> = h
+            .recent(10)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.tool)
+            .collect();
+        assert_eq!(tools, vec!["first", "second"]);
     }
 
     #[test]

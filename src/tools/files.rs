@@ -164,6 +164,9 @@ fn list(roots: &Roots, input: &str) -> Result<Value> {
     let mut entries = Vec::new();
     for entry in read {
         let entry = entry.map_err(|e| Error::io(&path, e))?;
+        if crate::store::is_temp_name(&entry.file_name().to_string_lossy()) {
+            continue; // a write in progress (or one a kill cut short): not a file of the user's
+        }
         let Ok(file_type) = entry.file_type() else {
             continue; // removed while we listed
         };

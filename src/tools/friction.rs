@@ -309,8 +309,23 @@ pub fn backoff_secs(attempts: u32) -> i64 {
     (60i64 << attempts.saturating_sub(1).min(16)).min(86_400)
 }
 
+/// The waiting reports. An outbox that cannot be read is kept aside (under a name of its own)
+/// and a new one started, so one broken file never stops every report.
 fn read_outbox(host: &Host) -> Result<Vec<Queued>> {
-    Ok(store::read_json(&outbox_path(host))?.unwrap_or_default())
+    let path = outbox_path(host);
+    match store::read_json(&path) {
+        Ok(q) => Ok(q.unwrap_or_default()),
+        Err(Error::Corrupt { .. }) => {
+            let aside = store::quarantine(&path)?;
+            host.warn(format!(
+                "{} could not be read; kept it as {} and started a new outbox",
+                path.display(),
+                aside.display()
+            ));
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn enqueue(host: &Host, report: Queued) -> Result<()> {

@@ -79,7 +79,16 @@ pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Comp
     let _lock = FileLock::acquire(&path)?;
     let existing: Option<Definition> = match store::read_json(&path) {
         Ok(d) => d,
-        Err(Error::Corrupt { .. }) => None,
+        Err(Error::Corrupt { .. }) if replace => {
+            // never written over: the broken file is kept aside, under a name of its own
+            let aside = store::quarantine(&path)?;
+            host.warn(format!(
+                "{} could not be read; kept it as {} and saved the new definition",
+                path.display(),
+                aside.display()
+            ));
+            None
+        }
         Err(e) => return Err(e),
     };
     let exists = existing.is_some() || host.registry().get(&name).is_some();

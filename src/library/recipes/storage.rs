@@ -65,7 +65,16 @@ pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, b
     let _lock = FileLock::acquire(&path)?;
     let existing: Option<Stored> = match store::read_json(&path) {
         Ok(s) => s,
-        Err(Error::Corrupt { .. }) if replace => None,
+        Err(Error::Corrupt { .. }) if replace => {
+            // never written over: the broken file is kept aside, under a name of its own
+            let aside = store::quarantine(&path)?;
+            host.warn(format!(
+                "{} could not be read; kept it as {} and saved the new recipe",
+                path.display(),
+                aside.display()
+            ));
+            None
+        }
         Err(e) => return Err(e),
     };
     if let Some(old) = &existing {
