@@ -326,3 +326,55 @@ async fn corrupt_saved_files_are_kept_aside() {
     .unwrap();
     assert_eq!(r["status"], "queued", "{r}");
 }
+
+/// Recipes are found by their exact name (after NFC), not by the slug of their file: names in
+/// any script work, look-alike spellings are one name, and names sharing a file are refused
+/// naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipe_names_are_exact() {
+    let t = TestHost::new();
+    let steps = json!([{"tool": "calculate", "args": {"expression": "1"}}]);
+    let save = |name: &str| json!({"manifest": {"name": name, "steps": steps}});
+    call_yes(&t.host, "recipe_save", save("Weekly report"))
+        .await
+        .unwrap();
+    let e = call_yes(
+        &t.host,
+        "recipe_delete",
+        json!({"name": "WEEKLY   report?"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("did you mean \"Weekly report\""), "{e}");
+    call_yes(&t.host, "recipe_get", json!({"name": "Weekly report"}))
+        .await
+        .unwrap();
+    for name in ["Утренняя сводка", "早报"] {
+        call_yes(&t.host, "recipe_save", save(name)).await.unwrap();
+        call_yes(
+            &t.host,
+            "recipe_run",
+            json!({"name": name, "confirm": true}),
+        )
+        .await
+        .unwrap();
+    }
+    // composed and decomposed "Café" are one recipe
+    call_yes(&t.host, "recipe_save", save("Caf\u{e9}"))
+        .await
+        .unwrap();
+    call_yes(&t.host, "recipe_get", json!({"name": "Cafe\u{301}"}))
+        .await
+        .unwrap();
+    // "A B" and "a_b" would share a file
+    call_yes(&t.host, "recipe_save", save("A B")).await.unwrap();
+    let e = call_yes(&t.host, "recipe_save", save("a_b"))
+        .await
+        .unwrap_err();
+    assert!(e.contains("\"a_b\"") && e.contains("\"A B\""), "{e}");
+    // text-reordering characters are refused
+    let e = call_yes(&t.host, "recipe_save", save("evil\u{202e}txt"))
+        .await
+        .unwrap_err();
+    assert!(e.contains("text-reordering"), "{e}");
+}

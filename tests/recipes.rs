@@ -194,7 +194,7 @@ async fn every_save_time_error_names_its_pointer() {
         save(&t, clash)
             .await
             .unwrap_err()
-            .contains("already uses the file name demo-morning-brief.json")
+            .contains("would share the file name demo-morning-brief.json")
     );
     let replaced = call(&t, "recipe_save", json!({"manifest": ok, "replace": true}))
         .await

@@ -131,13 +131,22 @@ pub fn parse_manifest(value: Value) -> Result<Manifest> {
 }
 
 /// Checks a manifest against the tools registered now.
-pub fn check(host: &Host, manifest: Manifest) -> Result<Recipe> {
+pub fn check(host: &Host, mut manifest: Manifest) -> Result<Recipe> {
+    // One spelling per name: composed (NFC), so names that look the same are the same.
+    manifest.name = normal_name(&manifest.name);
     let name = manifest.name.clone();
-    if name.trim().is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+    if name.trim().is_empty() || name.chars().count() > 100 {
         return Err(bad(
             &name,
             "/name",
             "the name must be 1-100 characters of text",
+        ));
+    }
+    if crate::text::escape_controls(&name) != name {
+        return Err(bad(
+            &name,
+            "/name",
+            "the name holds control or text-reordering characters; use plain text",
         ));
     }
     if slug(&name).is_empty() {
@@ -408,18 +417,29 @@ fn check_step(
     })
 }
 
-/// A file name from a recipe name: lowercase letters, digits and `-`.
+/// A recipe name in its one spelling: Unicode NFC.
+pub fn normal_name(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.nfc().collect()
+}
+
+/// A file name from a recipe name: lowercase letters and digits of any script, and `-`; at most
+/// 128 bytes. Only the file is named by it: a recipe is found by its exact name.
 pub fn slug(name: &str) -> String {
     let mut out = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
+    for c in normal_name(name).chars() {
+        if c.is_alphanumeric() {
+            for l in c.to_lowercase() {
+                if out.len() + l.len_utf8() > 128 {
+                    return out.trim_end_matches('-').to_string();
+                }
+                out.push(l);
+            }
         } else if !out.ends_with('-') && !out.is_empty() {
             out.push('-');
         }
     }
-    let trimmed = out.trim_end_matches('-');
-    trimmed.chars().take(64).collect()
+    out.trim_end_matches('-').to_string()
 }
 
 #[cfg(test)]
@@ -431,5 +451,8 @@ mod tests {
         assert_eq!(slug("Demo morning brief"), "demo-morning-brief");
         assert_eq!(slug("  Weekly: Report!! "), "weekly-report");
         assert_eq!(slug("***"), "");
+        assert_eq!(slug("Утренняя сводка"), "утренняя-сводка");
+        assert_eq!(slug("早报"), "早报");
+        assert_eq!(slug(&"é".repeat(100)).len(), 128);
     }
 }

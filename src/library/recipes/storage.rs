@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Manifest, Recipe, check, slug};
+use super::{Manifest, Recipe, check, normal_name, slug};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -34,6 +34,7 @@ fn file(host: &Host, name: &str) -> PathBuf {
 }
 
 pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
+    let name = &normal_name(name);
     let path = file(host, name);
     let stored: Stored = store::read_json(&path)?.ok_or_else(|| {
         let names: Vec<String> = list(host)
@@ -51,8 +52,12 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
             .unwrap_or_else(|| "; `lmcp recipe list` lists them".into());
         Error::Refused(format!("there is no recipe \"{name}\"{hint}"))
     })?;
-    if stored.manifest.name != name && slug(&stored.manifest.name) != slug(name) {
-        return Err(Error::Refused(format!("there is no recipe \"{name}\"")));
+    // Found by its exact name (after NFC): the file name is only a slug of it.
+    if normal_name(&stored.manifest.name) != *name {
+        return Err(Error::Refused(format!(
+            "there is no recipe \"{name}\"; did you mean \"{}\"?",
+            stored.manifest.name
+        )));
     }
     Ok(stored)
 }
@@ -78,9 +83,10 @@ pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, b
         Err(e) => return Err(e),
     };
     if let Some(old) = &existing {
-        if old.manifest.name != name {
+        if normal_name(&old.manifest.name) != name {
             return Err(Error::Refused(format!(
-                "the recipe \"{}\" already uses the file name {}.json; choose another name",
+                "\"{name}\" and the saved recipe \"{}\" would share the file name {}.json; \
+                 choose another name",
                 old.manifest.name,
                 slug(&name)
             )));
