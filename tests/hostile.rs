@@ -378,3 +378,32 @@ async fn recipe_names_are_exact() {
         .unwrap_err();
     assert!(e.contains("text-reordering"), "{e}");
 }
+
+/// Stored descriptions are bounded: they go out with every tool list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptions_are_bounded() {
+    let t = TestHost::new();
+    let long = "d".repeat(3000);
+    let steps = json!([{"tool": "calculate", "args": {"expression": "1"}}]);
+    let e = call_yes(
+        &t.host,
+        "recipe_save",
+        json!({"manifest": {"name": "r", "description": long, "steps": steps}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("the limit is 2000"), "{e}");
+    let e = call_yes(
+        &t.host,
+        "custom_tool_create",
+        json!({"name": "user_t", "description": long, "lua": "return 1"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("the limit is 2000"), "{e}");
+    let md = format!("---\nname: s\ndescription: {}\n---\nx\n", "d".repeat(1100));
+    let e = call_yes(&t.host, "skill_install", json!({"skill_md": md}))
+        .await
+        .unwrap_err();
+    assert!(e.contains("the limit is 1024"), "{e}");
+}

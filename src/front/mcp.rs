@@ -52,6 +52,28 @@ struct Pending {
     tool: String,
     args_hash: String,
     asked: ConfirmRequest,
+    /// When it was asked: unanswered questions expire.
+    at: std::time::Instant,
+}
+
+/// Most unanswered questions kept (the oldest go first), and how long one is kept: a client
+/// that never answers cannot grow the server.
+const MAX_PENDING: usize = 256;
+const PENDING_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Drops expired questions, and the oldest ones beyond [`MAX_PENDING`] - 1 to make room.
+fn prune_pending(pending: &mut HashMap<String, Pending>) {
+    pending.retain(|_, p| p.at.elapsed() < PENDING_TTL);
+    while pending.len() >= MAX_PENDING {
+        let Some(oldest) = pending
+            .iter()
+            .min_by_key(|(_, p)| p.at)
+            .map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        pending.remove(&oldest);
+    }
 }
 
 /// The MCP server.
@@ -311,9 +333,10 @@ impl ServerHandler for McpServer {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(state);
+            let pending = pending.filter(|p| p.at.elapsed() < PENDING_TTL);
             let Some(p) = pending else {
                 return Err(McpError::invalid_params(
-                    "unknown or reused requestState; call the tool again",
+                    "unknown, expired or reused requestState; call the tool again",
                     None,
                 ));
             };
@@ -413,17 +436,18 @@ impl ServerHandler for McpServer {
         {
             let state = uuid::Uuid::new_v4().to_string();
             let tool_name = tool.spec().name.clone();
-            self.pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    state.clone(),
-                    Pending {
-                        args_hash: args_hash(&tool_name, &args),
-                        tool: tool_name,
-                        asked: asked.clone(),
-                    },
-                );
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            prune_pending(&mut pending);
+            pending.insert(
+                state.clone(),
+                Pending {
+                    args_hash: args_hash(&tool_name, &args),
+                    tool: tool_name,
+                    asked: asked.clone(),
+                    at: std::time::Instant::now(),
+                },
+            );
+            drop(pending);
             let result: InputRequiredResult = serde_json::from_value(json!({
                 "resultType": "input_required",
                 "inputRequests": {CONFIRM_KEY: {"method": "elicitation/create", "params": elicitation_params(&asked)}},
@@ -583,6 +607,35 @@ mod tests {
             message.contains("write_file (write, destructive)"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn unanswered_questions_are_bounded() {
+        let asked = ConfirmRequest {
+            tool: "t".into(),
+            effect: Effect::Write,
+            destructive: false,
+            args: json!({}),
+            summary: String::new(),
+            why: String::new(),
+            calls: Vec::new(),
+            every_time: false,
+        };
+        let mut pending = HashMap::new();
+        for i in 0..2000 {
+            prune_pending(&mut pending);
+            pending.insert(
+                i.to_string(),
+                Pending {
+                    tool: "t".into(),
+                    args_hash: String::new(),
+                    asked: asked.clone(),
+                    at: std::time::Instant::now(),
+                },
+            );
+        }
+        assert!(pending.len() <= MAX_PENDING);
+        assert!(pending.contains_key("1999"), "the newest is kept");
     }
 
     #[test]

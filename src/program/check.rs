@@ -13,6 +13,21 @@ use super::steps::{Placeholder, Template, placeholder};
 use crate::host::Host;
 use crate::registry::{Capabilities, Kind, Tool};
 
+/// Longest description of a program or a tool (it is sent with every tool list).
+pub const MAX_DESCRIPTION: usize = 2000;
+
+/// Refuses a description longer than [`MAX_DESCRIPTION`] characters, naming the limit.
+pub fn check_description(text: &str) -> std::result::Result<(), String> {
+    let n = text.chars().count();
+    if n > MAX_DESCRIPTION {
+        return Err(format!(
+            "the description is {n} characters; the limit is {MAX_DESCRIPTION} (it goes out with \
+             every tool list)"
+        ));
+    }
+    Ok(())
+}
+
 /// Longest parameter name or step id.
 pub const MAX_IDENTIFIER: usize = 64;
 

@@ -313,6 +313,9 @@ impl Header {
                 }
             }
         }
+        if let Some(d) = &h.description {
+            super::check::check_description(d).map_err(|m| bad(1, m))?;
+        }
         Ok(h)
     }
 

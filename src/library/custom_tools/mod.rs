@@ -127,6 +127,7 @@ pub fn compile(host: &Host, definition: Definition) -> Result<Compiled> {
              (at most 64 characters), like `user_daily_summary`",
         ));
     }
+    checks::check_description(&definition.description).map_err(|m| bad(&name, m))?;
     if definition.description.trim().is_empty() {
         return Err(bad(
             &name,

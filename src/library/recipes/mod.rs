@@ -156,6 +156,9 @@ pub fn check(host: &Host, mut manifest: Manifest) -> Result<Recipe> {
             "the name needs at least one letter or digit",
         ));
     }
+    if let Some(d) = &manifest.description {
+        checks::check_description(d).map_err(|m| bad(&name, "/description", m))?;
+    }
     if let Some(v) = manifest.schema_version
         && v != SCHEMA_VERSION
     {

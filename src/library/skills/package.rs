@@ -143,6 +143,9 @@ pub fn valid_name(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// Longest skill description (as the Agent Skills format has it).
+pub const MAX_SKILL_DESCRIPTION: usize = 1024;
+
 /// Largest front matter accepted, in bytes.
 pub const MAX_FRONT_MATTER: usize = 64 << 10;
 /// Deepest nesting of mappings and lists in the front matter.
@@ -263,6 +266,15 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         return Err(bad(
             what,
             "`description` is required: say what the skill does",
+        ));
+    }
+    if description.chars().count() > MAX_SKILL_DESCRIPTION {
+        return Err(bad(
+            what,
+            format!(
+                "the description is {} characters; the limit is {MAX_SKILL_DESCRIPTION}",
+                description.chars().count()
+            ),
         ));
     }
     let version = match m.get("version") {
