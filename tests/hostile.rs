@@ -407,3 +407,28 @@ async fn descriptions_are_bounded() {
         .unwrap_err();
     assert!(e.contains("the limit is 1024"), "{e}");
 }
+
+/// An update killed between its two renames leaves the skill set aside with nothing in its
+/// place: the next start puts it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_update_cut_short_is_rolled_back_at_start() {
+    let t = TestHost::new();
+    let md = "---\nname: demo\ndescription: d\n---\nx\n";
+    call_yes(
+        &t.host,
+        "skill_install",
+        json!({"skill_md": md, "scripts": [{"name": "go.lua", "code": "return 1"}]}),
+    )
+    .await
+    .unwrap();
+    let skills = t.home().join("data/skills");
+    // the state a kill between the renames leaves
+    std::fs::rename(skills.join("demo"), skills.join(".demo.0123.old")).unwrap();
+    std::fs::create_dir_all(skills.join(".demo.4567.tmp")).unwrap();
+    let host = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    assert!(skills.join("demo/SKILL.md").exists());
+    assert!(!skills.join(".demo.0123.old").exists());
+    assert!(host.registry().get("skill__demo__go").is_some());
+    let warned = host.take_warnings().join("\n");
+    assert!(warned.contains("cut short"), "{warned}");
+}

@@ -340,8 +340,66 @@ pub fn installed(host: &Host) -> Vec<(String, PathBuf)> {
     found
 }
 
+/// Finishes what an install cut short by a kill left behind: a skill set aside (`.NAME.ID.old`)
+/// with nothing in its place is put back; one whose replacement is in place is removed; a
+/// staging folder (`.NAME.ID.tmp`) no install has touched for ten minutes is removed. Each under
+/// the skill's lock, so a running install is never disturbed.
+pub fn recover(host: &Host) {
+    let root = skills_dir(host);
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix('.') else {
+            continue;
+        };
+        let (stem, kind) = if let Some(s) = rest.strip_suffix(".old") {
+            (s, "old")
+        } else if let Some(s) = rest.strip_suffix(".tmp") {
+            (s, "tmp")
+        } else {
+            continue;
+        };
+        let Some((name, _id)) = stem.rsplit_once('.') else {
+            continue;
+        };
+        if !valid_name(name) || !entry.path().is_dir() {
+            continue;
+        }
+        let Ok(_lock) = FileLock::acquire(&root.join(name)) else {
+            continue;
+        };
+        let dest = skill_dir(host, name);
+        let path = entry.path();
+        match kind {
+            "old" if !dest.exists() => match std::fs::rename(&path, &dest) {
+                Ok(()) => host.warn(format!(
+                    "an update of the skill `{name}` was cut short; the version before it is back"
+                )),
+                Err(e) => host.warn(format!("could not restore the skill `{name}`: {e}")),
+            },
+            "old" => {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+            _ => {
+                let stale = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|d| d > std::time::Duration::from_secs(600));
+                if stale {
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+            }
+        }
+    }
+}
+
 /// Registers the script tools of every enabled skill; problems become warnings.
 pub fn load_all(host: &Host) {
+    recover(host);
     for (name, _) in installed(host) {
         load_one(host, &name);
     }
