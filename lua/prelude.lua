@@ -78,19 +78,59 @@ do
   end
 end
 
+-- __gc and __close run where Lua runs no hooks (finalizers; unwinding a coroutine after an
+-- error), so nothing there could stop a loop: no metatable in the sandbox may hold them, neither
+-- when it is set nor later. Metatables in use are remembered, and adding either key to one is
+-- refused, by assignment (a __newindex guard) or by rawset.
+local in_use = raw_setmetatable({}, { __mode = "k" })
+local forbidden = { __gc = true, __close = true }
+
+local function guard_newindex(m, k, v)
+  if forbidden[k] then
+    raw_error("setmetatable: " .. k .. " metamethods are not allowed in the sandbox", 2)
+  end
+  raw_rawset(m, k, v)
+end
+
+local function guard(mt)
+  if in_use[mt] then
+    return
+  end
+  in_use[mt] = true
+  local meta = raw_getmetatable(mt)
+  if meta == nil then
+    raw_setmetatable(mt, { __newindex = guard_newindex })
+  elseif raw_type(meta) == "table" and raw_rawget(meta, "__newindex") == nil then
+    -- its own metatable (an inheritance chain) gets the guard for keys it does not hold yet
+    raw_rawset(meta, "__newindex", guard_newindex)
+  end
+  -- a metatable with its own __newindex can only store keys through rawset, which is guarded
+end
+
 env.setmetatable = function(t, mt)
-  if raw_type(mt) == "table" and raw_rawget(mt, "__gc") ~= nil then
-    raw_error("setmetatable: __gc metamethods are not allowed in the sandbox", 2)
+  if raw_type(mt) == "table" then
+    for key in raw_pairs(forbidden) do
+      if raw_rawget(mt, key) ~= nil then
+        raw_error("setmetatable: " .. key .. " metamethods are not allowed in the sandbox", 2)
+      end
+    end
   end
   if protected[t] then
     raw_error("setmetatable: this table is read-only", 2)
   end
-  return raw_setmetatable(t, mt)
+  local result = raw_setmetatable(t, mt)
+  if raw_type(mt) == "table" then
+    guard(mt)
+  end
+  return result
 end
 
 env.rawset = function(t, k, v)
   if protected[t] then
     raw_error("rawset: this table is read-only", 2)
+  end
+  if in_use[t] and forbidden[k] then
+    raw_error("rawset: " .. k .. " metamethods are not allowed in the sandbox", 2)
   end
   return raw_rawset(t, k, v)
 end

@@ -226,26 +226,51 @@ async fn skill_tool_names_are_checked_before_anything_is_written() {
     assert!(e.contains("already the tool of `a / b__c`"), "{e}");
 }
 
-/// A `__close` that loops where Lua runs no hooks (unwinding a coroutine after the deadline)
-/// cannot keep lmcp alive: the watchdog ends the process soon after the deadline.
+/// The hang from the field (a looping `__close` run while a coroutine unwinds after its deadline,
+/// where Lua runs no hooks) cannot be built: no metatable may hold `__close` or `__gc`, whether
+/// given to setmetatable, assigned later, or rawset. (Should a run still outlive its deadline,
+/// the watchdog ends the process: see `script::tests`.)
 #[test]
-fn a_run_that_escapes_its_deadline_is_ended() {
+fn a_run_that_could_escape_its_deadline_cannot_be_built() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
-    let script = h.join("hang.lua");
-    std::fs::write(
-        &script,
+    for code in [
         "local closer = setmetatable({}, {__close = function() while true do end end})\n\
          coroutine.wrap(function()\n\
            for _ in function() while true do end end, nil, nil, closer do end\n\
          end)()\n",
+        "local mt = {} local closer = setmetatable({}, mt)\n\
+         mt.__close = function() while true do end end\n\
+         coroutine.wrap(function()\n\
+           for _ in function() while true do end end, nil, nil, closer do end\n\
+         end)()\n",
+        "local mt = {} local t = setmetatable({}, mt) rawset(mt, '__close', print)",
+        "local mt = {} local t = setmetatable({}, mt) mt.__gc = function() while true do end end",
+    ] {
+        let script = h.join("hang.lua");
+        std::fs::write(&script, code).unwrap();
+        let started = std::time::Instant::now();
+        let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{code}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{code}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("metamethods are not allowed"), "{code}: {err}");
+    }
+    // inheritance chains keep working
+    let script = h.join("oop.lua");
+    std::fs::write(
+        &script,
+        "local Base = {} Base.__index = Base function Base.hi() return 'hi' end\n\
+         local C = setmetatable({}, {__index = Base}) C.__index = C\n\
+         local o = setmetatable({}, C) function C.there() return ' there' end\n\
+         return o.hi() .. o.there()",
     )
     .unwrap();
-    let started = std::time::Instant::now();
-    let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did not stop within"));
+    let out = common::lmcp_ok(h, &["run", script.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hi there");
 }
 
 /// The metatables the host hands out are closed: a tool error's cannot get a `__gc` that keeps

@@ -165,3 +165,25 @@ async fn watchdog(
         } => "cancellation",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_watchdog_fires_once_the_grace_after_the_deadline_has_passed() {
+        let past = std::time::Instant::now() - WATCHDOG_GRACE - std::time::Duration::from_secs(1);
+        let token = tokio_util::sync::CancellationToken::new();
+        let why = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            watchdog(Some(past), token.clone()),
+        )
+        .await
+        .expect("fires at once");
+        assert_eq!(why, "deadline");
+        // with no deadline and no cancellation it never fires
+        let quiet =
+            tokio::time::timeout(std::time::Duration::from_millis(50), watchdog(None, token)).await;
+        assert!(quiet.is_err());
+    }
+}
