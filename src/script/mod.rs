@@ -29,7 +29,12 @@
 //!   proportion to memory the script must allocate first, so the memory limit bounds it.
 //! - **`<close>` variables.** Lua unwinds a hook-raised error with hooks off, running every
 //!   `__close` on the way; one that loops could never be stopped. Chunks declaring to-be-closed
-//!   variables are refused before they compile (a small lexer finds the attribute).
+//!   variables are refused before they compile (a small lexer finds the attribute), and no
+//!   metatable may hold `__close` or `__gc` — not when set, not added later by assignment or
+//!   `rawset` — so a generic `for`'s closing value cannot carry one either. The metatables the
+//!   host hands out (tool errors, `json.array`, strings) are closed with `__metatable`.
+//! - **The backstop.** Should a run still not return within [`WATCHDOG_GRACE`] of its deadline
+//!   or cancellation, the process ends with a message rather than spin forever.
 //! - **Memory.** `set_memory_limit` turns allocation bombs into a "not enough memory" error; the
 //!   host and the state live on.
 //! - **Depth.** Lua's own stack and C-stack limits stop deep recursion with an error; tool calls
