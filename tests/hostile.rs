@@ -457,3 +457,42 @@ async fn a_skill_update_cut_short_is_rolled_back_at_start() {
     let warned = host.take_warnings().join("\n");
     assert!(warned.contains("cut short"), "{warned}");
 }
+
+/// A line that is not JSON gets the JSON-RPC parse error (-32700, id null), and the server goes
+/// on answering.
+#[test]
+fn serve_answers_bad_json_with_a_parse_error() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(common::bin())
+        .arg("serve")
+        .env("LMCP_HOME", home.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    stdin
+        .write_all(format!("not json\n{{\"cut\": \n{init}\n").as_bytes())
+        .unwrap();
+    stdin.flush().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(lines.next().unwrap().unwrap());
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    let parse: Vec<&String> = got.iter().filter(|l| l.contains("-32700")).collect();
+    assert_eq!(parse.len(), 2, "{got:?}");
+    assert!(parse[0].contains("\"id\":null"), "{got:?}");
+    assert!(
+        got.iter()
+            .any(|l| l.contains("\"id\":1") && l.contains("serverInfo")),
+        "{got:?}"
+    );
+}

@@ -555,7 +555,8 @@ async fn watch_library(host: Arc<Host>) {
 
 async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
     let server = McpServer::new(host, profile);
-    let running = match server.serve(rmcp::transport::stdio_pipes()).await {
+    let (input, output) = rmcp::transport::stdio_pipes();
+    let running = match server.serve(super::lines::filtered(input, output)).await {
         Ok(r) => r,
         // A client that connects and leaves before its first request is not an error.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(0),

@@ -11,11 +11,13 @@
 //! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
 //! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
 //! | `mcp.rs` | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)    |
+//! | `lines.rs`| the line filter before rmcp: parse errors (-32700), line bound  |
 //! | `skill.rs`| `lmcp skill ...`: install, show, configure and call skills       |
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
 pub mod door;
+pub mod lines;
 pub mod mcp;
 pub mod pdf;
 pub mod recipe;
