@@ -59,8 +59,30 @@ end
 co.resume = function(c, ...)
   return check(co_resume(c, ...))
 end
+-- A coroutine that died of an interruption keeps its to-be-closed values unclosed: Lua would
+-- close them with hooks off (the hook's error left them off in that coroutine), where nothing
+-- could stop a loop. So an interrupted run never closes a coroutine, and `wrap` is built on
+-- resume, which does not close on error (C's wrap does).
 co.close = function(c)
+  if interrupted() then
+    return check()
+  end
   return check(co_close(c))
+end
+local co_status = coroutine.status
+local table_pack, table_unpack = table.pack, table.unpack
+co.wrap = function(f)
+  local c = co_create(f)
+  return function(...)
+    local r = table_pack(check(co_resume(c, ...)))
+    if r[1] then
+      return table_unpack(r, 2, r.n)
+    end
+    if co_status(c) == "dead" and not interrupted() then
+      co_close(c) -- an ordinary error: close what it held, with hooks on, as C's wrap does
+    end
+    raw_error(r[2], 0)
+  end
 end
 env.coroutine = co
 
@@ -85,26 +107,40 @@ end
 local in_use = raw_setmetatable({}, { __mode = "k" })
 local forbidden = { __gc = true, __close = true }
 
-local function guard_newindex(m, k, v)
-  if forbidden[k] then
-    raw_error("setmetatable: " .. k .. " metamethods are not allowed in the sandbox", 2)
-  end
-  raw_rawset(m, k, v)
-end
-
+-- The guard lives in a metatable of the metatable that scripts cannot reach (`__metatable`
+-- hides it), copied from any metatable it already had, so the guard can be neither replaced
+-- nor removed.
 local function guard(mt)
   if in_use[mt] then
     return
   end
-  in_use[mt] = true
-  local meta = raw_getmetatable(mt)
-  if meta == nil then
-    raw_setmetatable(mt, { __newindex = guard_newindex })
-  elseif raw_type(meta) == "table" and raw_rawget(meta, "__newindex") == nil then
-    -- its own metatable (an inheritance chain) gets the guard for keys it does not hold yet
-    raw_rawset(meta, "__newindex", guard_newindex)
+  local their = raw_getmetatable(mt)
+  local hidden = {}
+  if raw_type(their) == "table" then
+    for k, v in raw_pairs(their) do
+      hidden[k] = v
+    end
+  elseif their ~= nil then
+    raw_error("setmetatable: this metatable's own metatable is protected", 3)
   end
-  -- a metatable with its own __newindex can only store keys through rawset, which is guarded
+  local inner = hidden.__newindex
+  hidden.__newindex = function(m, k, v)
+    if forbidden[k] then
+      raw_error("setmetatable: " .. k .. " metamethods are not allowed in the sandbox", 2)
+    end
+    if raw_type(inner) == "function" then
+      return inner(m, k, v)
+    elseif raw_type(inner) == "table" then
+      inner[k] = v
+      return
+    end
+    raw_rawset(m, k, v)
+  end
+  if hidden.__metatable == nil then
+    hidden.__metatable = false
+  end
+  raw_setmetatable(mt, hidden)
+  in_use[mt] = true
 end
 
 env.setmetatable = function(t, mt)
@@ -117,6 +153,10 @@ env.setmetatable = function(t, mt)
   end
   if protected[t] then
     raw_error("setmetatable: this table is read-only", 2)
+  end
+  if in_use[t] then
+    raw_error("setmetatable: this table is already a metatable; give it its own metatable "
+      .. "before using it as one", 2)
   end
   local result = raw_setmetatable(t, mt)
   if raw_type(mt) == "table" then
