@@ -106,6 +106,9 @@ impl Host {
         tools::register_builtins(&host.registry)?;
         crate::library::register_tools(&host.registry)?;
         crate::library::load_all(&host);
+        for w in host.unknown_grant_keys() {
+            host.warn(w);
+        }
         Ok(Arc::new(host))
     }
 
@@ -213,6 +216,40 @@ impl Host {
             .map(|t| {
                 let a = t.spec().availability(&config, self.transport);
                 (t, a)
+            })
+            .collect()
+    }
+
+    /// Grant keys in the config that name nothing here — no tool, effect or `destructive`, and
+    /// not the name a saved tool would have — each as a warning with the closest name: a typo
+    /// would otherwise drop the rule the person meant (a `deny` among them).
+    pub fn unknown_grant_keys(&self) -> Vec<String> {
+        let config = self.config();
+        config
+            .grants
+            .iter()
+            .filter(|(key, _)| {
+                crate::registry::Effect::parse(key).is_none()
+                    && key.as_str() != config::DESTRUCTIVE_KEY
+                    && self.registry.get(key).is_none()
+                    && !key.starts_with("user_")
+                    && !key.starts_with("skill__")
+            })
+            .map(|(key, grant)| {
+                let mut names: Vec<String> = self.registry.closest(key);
+                names.extend(["read", "write", "send", config::DESTRUCTIVE_KEY].map(String::from));
+                let hint = names
+                    .iter()
+                    .map(|n| (strsim::jaro_winkler(key, n), n))
+                    .filter(|(score, _)| *score > 0.8)
+                    .max_by(|a, b| a.0.total_cmp(&b.0))
+                    .map(|(_, n)| format!("; did you mean `{n}`?"))
+                    .unwrap_or_default();
+                format!(
+                    "{} has the grant `{key}: {grant}`, but `{key}` is no tool, effect or \
+                     `destructive`, so it applies to nothing{hint}",
+                    self.paths.config_file().display()
+                )
             })
             .collect()
     }

@@ -502,3 +502,29 @@ fn help_and_version() {
     assert!(text(&out).contains("call") && text(&out).contains("grants"));
     assert_eq!(code(&lmcp(home.path(), &["--version"])), 0);
 }
+
+/// A grant key that names nothing (a typo) is named on every command, with the key it likely
+/// meant, and `config check` fails on it: the rule it was meant to set would silently apply to
+/// nothing.
+#[test]
+fn a_mistyped_grant_key_is_named_on_every_command() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join("config")).unwrap();
+    std::fs::write(
+        h.join("config/config.json"),
+        r#"{"grants": {"destrucive": "deny", "write_fiel": "deny", "user_later": "allow"}}"#,
+    )
+    .unwrap();
+    let out = lmcp(h, &["mode"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean `destructive`"), "{err}");
+    assert!(err.contains("did you mean `write_file`"), "{err}");
+    assert!(
+        !err.contains("user_later"),
+        "saved tools may be loaded later: {err}"
+    );
+    let out = lmcp(h, &["config", "check", "--json"]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(json_out(&out)["warnings"].as_array().unwrap().len(), 2);
+}

@@ -930,7 +930,7 @@ async fn a_plan_shows_nested_calls_and_fails_with_a_nested_failure() {
         .unwrap();
     assert_eq!(
         plan["calls"],
-        json!([{"tool": "probe_write", "args": {"n": 5}}]),
+        json!([{"tool": "probe_write", "args": {"n": 5}, "previewed": true}]),
         "{plan}"
     );
     let failing = json!([{"tool": "probe_write", "args": {"n": 1}}, {"tool": "read_file", "args": {"path": "nope.txt"}}]);
@@ -1030,4 +1030,42 @@ fn a_plan_of_a_recipe_that_runs_a_recipe_needs_no_yes() {
     let plan = common::json_out(&out);
     assert_eq!(plan["calls"][0]["tool"], json!("write_file"), "{plan}");
     assert!(!h.join("data/workspace/i.txt").exists());
+}
+
+/// In a real run, a nested program run as a plan only previews: its calls are reported as
+/// previewed, not as made, and nothing of it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_plan_in_a_real_run_is_reported_as_previewed() {
+    let t = TestHost::new();
+    let inner = json!([{"tool": "probe_write", "args": {"n": 3}}]);
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "inner", "steps": inner}}),
+    )
+    .await;
+    let lua = "---@uses recipe_run, probe_destructive\ntools.probe_destructive{n = 1}\ntools.recipe_run{name = 'inner'}\nreturn 1";
+    save(
+        &t,
+        "recipe_save",
+        json!({"manifest": {"name": "outer", "lua": lua}}),
+    )
+    .await;
+    let r = common::call_yes(
+        &t.host,
+        "recipe_run",
+        json!({"name": "outer", "confirm": true}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r["calls"],
+        json!([
+            {"tool": "probe_destructive", "args": {"n": 1}},
+            {"tool": "probe_write", "args": {"n": 3}, "previewed": true}
+        ]),
+        "{r}"
+    );
+    assert_eq!(t.entered.count("probe_write"), 0);
+    assert_eq!(t.entered.count("probe_destructive"), 1);
 }

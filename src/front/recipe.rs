@@ -386,13 +386,15 @@ pub fn render_report(report: &Value, rerun: &str) -> String {
         ));
     }
     let calls = report["calls"].as_array().cloned().unwrap_or_default();
-    if !calls.is_empty() {
-        out.push_str(if confirmed {
-            "state-changing calls made (nested programs included):\n"
-        } else {
-            "state-changing calls this plan would make (nested programs included):\n"
-        });
-        for c in &calls {
+    let (made, previewed): (Vec<&Value>, Vec<&Value>) = calls
+        .iter()
+        .partition(|c| confirmed && c["previewed"] != true);
+    let list = |title: &str, calls: &[&Value], out: &mut String| {
+        if calls.is_empty() {
+            return;
+        }
+        out.push_str(title);
+        for c in calls {
             out.push_str(&format!(
                 "  - {} {}{}\n",
                 c["tool"].as_str().unwrap_or("?"),
@@ -404,6 +406,24 @@ pub fn render_report(report: &Value, rerun: &str) -> String {
                 }
             ));
         }
+    };
+    if confirmed {
+        list(
+            "state-changing calls made (nested programs included):\n",
+            &made,
+            &mut out,
+        );
+        list(
+            "previewed only (a nested program ran as a plan):\n",
+            &previewed,
+            &mut out,
+        );
+    } else {
+        list(
+            "state-changing calls this plan would make (nested programs included):\n",
+            &previewed,
+            &mut out,
+        );
     }
     if let Some(o) = report["output"].as_str().filter(|o| !o.is_empty()) {
         out.push_str(&format!("output:\n{o}"));

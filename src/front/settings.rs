@@ -190,12 +190,27 @@ pub(super) fn config_cmd(host: &Arc<Host>, action: ConfigCommand, json: bool) ->
     let path = host.paths().config_file();
     match action {
         ConfigCommand::Check => {
-            let value = json!({"path": path, "ok": problem.is_none(), "problem": problem});
+            // what does not stop lmcp but drops a rule the person meant: named here too
+            let mut warnings = host.unknown_grant_keys();
+            let unknown = host.config().unknown_fields();
+            if !unknown.is_empty() {
+                warnings.push(format!(
+                    "fields this lmcp does not know: {}",
+                    unknown.join(", ")
+                ));
+            }
+            let ok = problem.is_none() && warnings.is_empty();
+            let value = json!({"path": path, "ok": ok, "problem": problem, "warnings": warnings});
             emit(json, &value, || match &problem {
-                None => format!("{} is fine", path.display()),
+                None if warnings.is_empty() => format!("{} is fine", path.display()),
+                None => format!(
+                    "{} can be read, but:\n  {}",
+                    path.display(),
+                    warnings.join("\n  ")
+                ),
                 Some(p) => format!("{p}\nrepair with `lmcp config repair`"),
             });
-            Ok(if problem.is_some() { 1 } else { 0 })
+            Ok(if ok { 0 } else { 1 })
         }
         ConfigCommand::Repair { yes } => {
             let Some(p) = problem else {

@@ -224,7 +224,7 @@ async fn decide_and_run(
     {
         if plan_entry
             && let Some(plan) = ctx.plan()
-            && let Err(why) = plan.record(&name, &shown_args, false)
+            && let Err(why) = plan.record(&name, &shown_args, true, false)
         {
             return plan_refused(name, why);
         }
@@ -299,7 +299,7 @@ async fn decide_and_run(
     }
     if plan_entry
         && let Some(plan) = ctx.plan()
-        && let Err(why) = plan.record(&name, &shown_args, false)
+        && let Err(why) = plan.record(&name, &shown_args, false, false)
     {
         return plan_refused(name, why);
     }

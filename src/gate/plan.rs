@@ -42,11 +42,21 @@ impl Plan {
         })
     }
 
-    /// Records a call of `tool` with `args`; `unresolved` when its arguments could not be known
-    /// in a plan (they need a previewed step's result). Fails, recording nothing, when an
-    /// approved plan in the chain expected another call here.
-    pub fn record(&self, tool: &str, args: &Value, unresolved: bool) -> Result<(), String> {
+    /// Records a call of `tool` with `args`: `previewed` when it was previewed rather than run
+    /// (every call of a plan; in a real run, the calls of a nested plan), `unresolved` when its
+    /// arguments could not be known in a plan (they need a previewed step's result). Fails,
+    /// recording nothing, when an approved plan in the chain expected another call here.
+    pub fn record(
+        &self,
+        tool: &str,
+        args: &Value,
+        previewed: bool,
+        unresolved: bool,
+    ) -> Result<(), String> {
         let mut entry = json!({"tool": tool, "args": args});
+        if previewed {
+            entry["previewed"] = json!(true);
+        }
         if unresolved {
             entry["unresolved"] = json!(true);
         }
@@ -152,7 +162,7 @@ mod tests {
         let outer = Plan::new(None);
         let inner = Plan::new(Some(outer.clone()));
         inner
-            .record("write_file", &json!({"path": "a"}), false)
+            .record("write_file", &json!({"path": "a"}), false, false)
             .unwrap();
         assert_eq!(outer.entries().len(), 1);
         assert_eq!(outer.hash(), inner.hash());
@@ -162,18 +172,20 @@ mod tests {
     fn an_expected_plan_refuses_other_calls() {
         let approved = vec![
             json!({"tool": "write_file", "args": {"path": "a"}}),
-            json!({"tool": "write_file", "args": {"x": 1}, "unresolved": true}),
+            json!({"tool": "write_file", "args": {"x": 1}, "previewed": true, "unresolved": true}),
         ];
         let p = Plan::expecting(None, approved);
         assert!(
-            p.record("write_file", &json!({"path": "b"}), false)
+            p.record("write_file", &json!({"path": "b"}), false, false)
                 .is_err()
         );
-        p.record("write_file", &json!({"path": "a"}), false)
+        p.record("write_file", &json!({"path": "a"}), false, false)
             .unwrap();
-        p.record("write_file", &json!({"path": "zz"}), false)
+        p.record("write_file", &json!({"path": "zz"}), false, false)
             .unwrap();
-        let e = p.record("write_file", &json!({}), false).unwrap_err();
+        let e = p
+            .record("write_file", &json!({}), false, false)
+            .unwrap_err();
         assert!(e.contains("one more"), "{e}");
     }
 }

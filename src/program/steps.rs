@@ -463,7 +463,7 @@ async fn run_steps(
                 // A plan cannot know arguments that need a previewed step's result: the step is
                 // shown with its template, and the plan records it as such.
                 let template = template_value(args);
-                if changes && let Err(why) = plan.record(tool, &template, true) {
+                if changes && let Err(why) = plan.record(tool, &template, true, true) {
                     return Err(Error::Refused(why));
                 }
                 results.push(id.clone(), None);
