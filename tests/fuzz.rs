@@ -158,14 +158,7 @@ fn serve_survives_hostile_lines() {
     use std::io::{BufRead, BufReader, Write};
 
     let home = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(common::bin())
-        .arg("serve")
-        .env("LMCP_HOME", home.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn(home.path(), &["serve"]);
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -206,8 +199,7 @@ fn serve_survives_hostile_lines() {
             break;
         }
     }
-    let init = json!({"jsonrpc": "2.0", "id": "last", "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let init = common::initialize(json!("last"));
     stdin.write_all(format!("{init}\n").as_bytes()).unwrap();
     stdin.flush().unwrap();
     let answer = reader.join().unwrap();

@@ -99,13 +99,7 @@ fn a_closed_pipe_is_a_quiet_exit() {
         vec!["call", "read_file", read, "--json"],
         vec!["types"],
     ] {
-        let mut child = std::process::Command::new(common::bin())
-            .args(&args)
-            .env("LMCP_HOME", home.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = common::spawn(home.path(), &args);
         // read a few bytes, then close our end while lmcp still writes
         let mut stdout = child.stdout.take().unwrap();
         let mut first = [0u8; 16];
@@ -161,14 +155,7 @@ fn inputs_are_bounded() {
     }
     // stdin: lmcp stops reading at the limit, so the writer may see a closed pipe
     use std::io::Write;
-    let mut child = std::process::Command::new(common::bin())
-        .args(["call", "calculate", "-"])
-        .env("LMCP_HOME", h)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn(h, &["call", "calculate", "-"]);
     let mut stdin = child.stdin.take().unwrap();
     let _ = stdin.write_all(format!("{{\"expression\": \"{}\"}}", "1".repeat(2 << 20)).as_bytes());
     drop(stdin);
@@ -488,17 +475,9 @@ async fn a_skill_update_cut_short_is_rolled_back_at_start() {
 fn serve_answers_bad_json_with_a_parse_error() {
     use std::io::{BufRead, BufReader, Write};
     let home = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(common::bin())
-        .arg("serve")
-        .env("LMCP_HOME", home.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn(home.path(), &["serve"]);
     let mut stdin = child.stdin.take().unwrap();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let init = common::initialize(json!(1));
     stdin
         .write_all(format!("not json\n{{\"cut\": \n{init}\n").as_bytes())
         .unwrap();

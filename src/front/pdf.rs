@@ -69,27 +69,8 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
             args.images.len()
         )));
     }
-    if let Some(dir) = &args.output
-        && dir.is_dir()
-    {
-        super::door::refuse_own_folders(host, dir, dir)?;
-    }
-    if let Some(dir) = &args.output
-        && !args.force
-    {
-        let taken: Vec<String> = OUTPUT_FILES
-            .iter()
-            .filter(|(_, f)| std::fs::symlink_metadata(dir.join(f)).is_ok())
-            .map(|(_, f)| f.to_string())
-            .collect();
-        if !taken.is_empty() {
-            return Err(Error::Refused(format!(
-                "{} already holds {}; nothing was built. Choose another folder, or pass --force \
-                 to replace them",
-                dir.display(),
-                taken.join(", ")
-            )));
-        }
+    if let Some(dir) = &args.output {
+        check_output_dir(host, dir, args.force)?;
     }
     let staging_name = format!(".pdf-{}", uuid::Uuid::new_v4().simple());
     let staging = host.paths().workspace_dir().join(&staging_name);
@@ -139,6 +120,31 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
         )
     });
     Ok(0)
+}
+
+/// Checks `-o DIR` before anything is built: never lmcp's own folders, and the three result
+/// files are replaced only with `--force`.
+fn check_output_dir(host: &Host, dir: &std::path::Path, force: bool) -> Result<()> {
+    if dir.is_dir() {
+        super::door::refuse_own_folders(host, dir, dir)?;
+    }
+    if force {
+        return Ok(());
+    }
+    let taken: Vec<String> = OUTPUT_FILES
+        .iter()
+        .filter(|(_, f)| std::fs::symlink_metadata(dir.join(f)).is_ok())
+        .map(|(_, f)| f.to_string())
+        .collect();
+    if taken.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{} already holds {}; nothing was built. Choose another folder, or pass --force to \
+         replace them",
+        dir.display(),
+        taken.join(", ")
+    )))
 }
 
 /// Removes the scratch workspace `lmcp pdf` made, if it made one, through the gate.

@@ -222,11 +222,8 @@ async fn decide_and_run(
         && !spec.runs_program()
         && (changes_state || grant == Grant::Ask)
     {
-        if plan_entry
-            && let Some(plan) = ctx.plan()
-            && let Err(why) = plan.record(&name, &shown_args, true, false)
-        {
-            return plan_refused(name, why);
+        if plan_entry && let Some(refused) = record_in_plan(&ctx, &name, &shown_args, true) {
+            return refused;
         }
         return Outcome::Preview(Preview {
             tool: name,
@@ -297,11 +294,8 @@ async fn decide_and_run(
             }
         }
     }
-    if plan_entry
-        && let Some(plan) = ctx.plan()
-        && let Err(why) = plan.record(&name, &shown_args, false, false)
-    {
-        return plan_refused(name, why);
+    if plan_entry && let Some(refused) = record_in_plan(&ctx, &name, &shown_args, false) {
+        return refused;
     }
 
     // 7. run
@@ -360,12 +354,14 @@ fn program_scope(
     ))
 }
 
-/// The outcome of a call an approved plan did not show.
-fn plan_refused(tool: String, why: String) -> Outcome {
-    Outcome::Denied {
-        tool,
+/// Records a state-changing leaf call (previewed or about to run) in the run's plan, if one is
+/// kept; the refusal when an approved plan did not show it.
+fn record_in_plan(ctx: &CallContext, tool: &str, args: &Value, previewed: bool) -> Option<Outcome> {
+    let why = ctx.plan()?.record(tool, args, previewed, false).err()?;
+    Some(Outcome::Denied {
+        tool: tool.to_string(),
         reason: format!("the plan changed since it was approved: {why}; nothing more runs"),
-    }
+    })
 }
 
 /// A refusal made while the config cannot be read says so: the reason may be the fail-closed

@@ -201,6 +201,28 @@ pub fn lmcp_with_stdin(home: &Path, args: &[&str], stdin: Option<&str>) -> Outpu
     child.wait_with_output().unwrap()
 }
 
+/// Starts the `lmcp` binary with `LMCP_HOME=home` and stdin, stdout and stderr piped, for tests
+/// that talk to it while it runs (a server, a reader that goes away, an input cut short).
+pub fn spawn(home: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(bin())
+        .args(args)
+        .env("LMCP_HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lmcp")
+}
+
+/// An MCP `initialize` request (the 2025-11-25 handshake) with this id.
+pub fn initialize(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}})
+}
+
 /// The path of the `lmcp` binary cargo built for these tests.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_lmcp"))
