@@ -56,16 +56,26 @@ local co = {}
 for k, v in raw_pairs(coroutine) do
   co[k] = v
 end
-co.resume = function(c, ...)
-  return check(co_resume(c, ...))
+-- A coroutine that died of an interruption keeps its to-be-closed values unclosed: the hook's
+-- error left hooks off in that coroutine, and Lua would run each `__close` there where nothing
+-- could stop a loop. So such a coroutine is marked when its resume returns, and is never closed
+-- (this holds across REPL lines, where the interruption itself is cleared); `wrap` is built on
+-- resume, which does not close on error (C's wrap does). A to-be-closed value anywhere else is
+-- closed with hooks on: `pcall` and the top-level call restore them before closing.
+local stopped = raw_setmetatable({}, { __mode = "k" })
+local function resumed(c, ok, ...)
+  if not ok and interrupted() then
+    stopped[c] = true
+  end
+  return check(ok, ...)
 end
--- A coroutine that died of an interruption keeps its to-be-closed values unclosed: Lua would
--- close them with hooks off (the hook's error left them off in that coroutine), where nothing
--- could stop a loop. So an interrupted run never closes a coroutine, and `wrap` is built on
--- resume, which does not close on error (C's wrap does).
+co.resume = function(c, ...)
+  return resumed(c, co_resume(c, ...))
+end
 co.close = function(c)
-  if interrupted() then
-    return check()
+  if stopped[c] then
+    check()
+    raw_error("cannot close a coroutine stopped by its run's deadline or cancellation", 2)
   end
   return check(co_close(c))
 end
@@ -74,14 +84,20 @@ local table_pack, table_unpack = table.pack, table.unpack
 co.wrap = function(f)
   local c = co_create(f)
   return function(...)
-    local r = table_pack(check(co_resume(c, ...)))
+    local r = table_pack(resumed(c, co_resume(c, ...)))
     if r[1] then
       return table_unpack(r, 2, r.n)
     end
-    if co_status(c) == "dead" and not interrupted() then
-      co_close(c) -- an ordinary error: close what it held, with hooks on, as C's wrap does
+    local e = r[2]
+    if co_status(c) == "dead" and not stopped[c] then
+      -- an ordinary error: close what it held, with hooks on; as in C's wrap, an error while
+      -- closing replaces the first
+      local closed, close_error = check(co_close(c))
+      if not closed then
+        e = close_error
+      end
     end
-    raw_error(r[2], 0)
+    raw_error(e, 0)
   end
 end
 env.coroutine = co
@@ -91,7 +107,7 @@ env.coroutine = co
 local protected = raw_setmetatable({}, { __mode = "k" })
 
 -- The metatables the host hands out are closed: getmetatable gives a name, not the table, so
--- no script can add __gc or __close to them (json.array's, the strings').
+-- no script can add __gc to them (json.array's, the strings').
 raw_rawset(api.array_mt, "__metatable", "array")
 do
   local string_mt = raw_getmetatable("")
@@ -100,12 +116,12 @@ do
   end
 end
 
--- __gc and __close run where Lua runs no hooks (finalizers; unwinding a coroutine after an
--- error), so nothing there could stop a loop: no metatable in the sandbox may hold them, neither
--- when it is set nor later. Metatables in use are remembered, and adding either key to one is
--- refused, by assignment (a __newindex guard) or by rawset.
+-- __gc finalizers run where Lua runs no hooks, so nothing there could stop a loop: no metatable
+-- in the sandbox may hold one, neither when it is set nor later. Metatables in use are
+-- remembered, and adding __gc to one is refused, by assignment (a __newindex guard) or by
+-- rawset.
 local in_use = raw_setmetatable({}, { __mode = "k" })
-local forbidden = { __gc = true, __close = true }
+local forbidden = { __gc = true }
 
 -- The guard lives in a metatable of the metatable that scripts cannot reach (`__metatable`
 -- hides it), copied from any metatable it already had, so the guard can be neither replaced
@@ -196,12 +212,6 @@ env.load = function(chunk, name, mode, chunk_env)
       parts[#parts + 1] = piece
     end
     chunk = concat(parts)
-  end
-  if raw_type(chunk) == "string" then
-    local refused = api.close_check(chunk, name)
-    if refused then
-      return nil, refused
-    end
   end
   return raw_load(chunk, name, "t", chunk_env)
 end
@@ -298,7 +308,7 @@ env.json = {
 
 local tool_error_mt = {
   __name = "ToolError",
-  -- getmetatable(e) gives this name, never the table: nobody can add __gc or __close to it.
+  -- getmetatable(e) gives this name, never the table: nobody can add __gc to it.
   __metatable = "ToolError",
   __tostring = function(e)
     return raw_tostring(raw_rawget(e, "code")) .. ": " .. raw_tostring(raw_rawget(e, "message"))
@@ -385,10 +395,6 @@ env.require = function(name)
   local source, chunkname = api.module_source(name)
   if source == nil then
     raw_error(chunkname, 2)
-  end
-  local refused = api.close_check(source, chunkname)
-  if refused then
-    raw_error(refused, 2)
   end
   local f, err = raw_load(source, chunkname, "t", env)
   if not f then

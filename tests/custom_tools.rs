@@ -202,11 +202,6 @@ async fn every_create_time_error_is_named() {
             json!({"name": "user_t", "description": "d", "parameters": [s_param("a", "string", true)], "lua": "return 1"}),
             "declares its parameters in its header",
         ),
-        (
-            "lua close variable",
-            json!({"name": "user_t", "description": "d", "lua": "local x <close> = nil"}),
-            "to-be-closed",
-        ),
     ];
     let mut failures = Vec::new();
     for (what, def, expect) in cases {

@@ -126,3 +126,35 @@ fn confirm_yes_still_asks_under_an_ask_grant() {
     cmd(&mut p, "n", "declined", main);
     assert!(!home.path().join("data/workspace/a.txt").exists());
 }
+
+/// A coroutine stopped by Ctrl-C keeps its to-be-closed values unclosed: Lua would close them
+/// with hooks off in that coroutine, where a looping `__close` could never be stopped. Closing
+/// it on a later line (which has no deadline) is refused instead of hanging the session.
+#[test]
+fn a_stopped_coroutine_is_never_closed() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+    cmd(
+        &mut p,
+        "co = coroutine.create(function() local x <close> = setmetatable({}, \
+         {__close = function() while true do end end}) print('spin' .. 'ning') while true do end end)",
+        "",
+        main,
+    );
+    p.send_line("coroutine.resume(co)").unwrap();
+    p.exp_string("spinning").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    p.send_control('c').unwrap();
+    p.exp_string("cancelled").unwrap();
+    p.exp_string(main).unwrap();
+    cmd(
+        &mut p,
+        "coroutine.close(co)",
+        "cannot close a coroutine stopped by its run's deadline or cancellation",
+        main,
+    );
+    cmd(&mut p, "coroutine.status(co)", "dead", main);
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

@@ -10,7 +10,7 @@
 //! | `${...}` templates | [`interpolate`] |
 //! | the step runner (both placeholder styles) | [`steps`] |
 //! | the Lua runner (timeout, VM options, restriction, output) | [`lua`] |
-//! | the compile check with its `<close>` refusal, the tool lookup with suggestions | [`check`] |
+//! | the compile check, the tool lookup with suggestions | [`check`] |
 //! | the effect a program may have, and what a person is shown about it | [`Program::scope`] |
 
 pub mod check;

@@ -14,7 +14,7 @@
 //!
 //! # Limits, and why they hold
 //!
-//! - **Time and cancellation.** A global hook (it follows coroutines, unlike a thread hook) runs
+//! - **Time and cancellation.** A count hook ([`hook`]; new coroutines inherit it) runs
 //!   every [`HOOK_EVERY`] instructions and raises an error once the run's deadline has passed or
 //!   its cancellation token fired. The interruption is *sticky*: from then on every catching
 //!   function (`pcall`, `xpcall`, `coroutine.resume`, `coroutine.close`) re-raises it when it
@@ -27,12 +27,15 @@
 //!   linear; `string.rep` of empty strings returns at once; `table.move` runs as Lua. What is
 //!   left (`string.rep`, `table.concat`, `table.sort`, `string.format`...) does work in
 //!   proportion to memory the script must allocate first, so the memory limit bounds it.
-//! - **`<close>` variables.** Lua unwinds a hook-raised error with hooks off, running every
-//!   `__close` on the way; one that loops could never be stopped. Chunks declaring to-be-closed
-//!   variables are refused before they compile (a small lexer finds the attribute), and no
-//!   metatable may hold `__close` or `__gc` — not when set, not added later by assignment or
-//!   `rawset` — so a generic `for`'s closing value cannot carry one either. The metatables the
-//!   host hands out (tool errors, `json.array`, strings) are closed with `__metatable`.
+//! - **`<close>` variables and finalizers.** To-be-closed variables work as in Lua 5.4, and
+//!   their `__close` runs under the same hook and gate as any code: `pcall` and the top-level
+//!   call restore hooks before they close what an error unwinds. The one place Lua would close
+//!   values with hooks off is a coroutine killed by the hook's own error (the error left hooks
+//!   off in that coroutine): the prelude marks such a coroutine when its resume returns and
+//!   never closes it (`coroutine.close` refuses it, `coroutine.wrap` is built on `resume`, which
+//!   does not close). `__gc` finalizers always run with hooks off, so no metatable may hold
+//!   `__gc` — not when set, not added later by assignment or `rawset`. The metatables the host
+//!   hands out (tool errors, `json.array`, strings) are closed with `__metatable`.
 //! - **The backstop.** Should a run still not return within [`WATCHDOG_GRACE`] of its deadline
 //!   or cancellation, the process ends with a message rather than spin forever.
 //! - **Memory.** `set_memory_limit` turns allocation bombs into a "not enough memory" error; the
@@ -50,14 +53,13 @@
 //! on a blocking thread and waits for each gated call with `Handle::block_on`, so coroutines
 //! and pcall work around tool calls exactly as around any function.
 
-mod closecheck;
 pub mod convert;
+mod hook;
 pub mod patterns;
 mod stdlib;
 pub mod types;
 mod vm;
 
-pub use closecheck::find_close_attribute;
 pub use stdlib::{STDLIB_MODULES, module_source};
 pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
 

@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mlua::chunk::ChunkMode;
-use mlua::{
-    Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, MultiValue, StdLib, Table, Value, VmState,
-};
+use mlua::{Function, Lua, LuaOptions, LuaSerdeExt, MultiValue, StdLib, Table, Value};
 use serde_json::{Map, Value as Json};
 
 use super::{HOOK_EVERY, convert, patterns, stdlib};
@@ -277,9 +275,10 @@ impl Vm {
             globals.raw_set(k, Value::Nil).map_err(script_error)?;
         }
         let hook_state = Arc::clone(&state);
-        lua.set_global_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| hook_state.check().map(|_| VmState::Continue),
+        super::hook::install(
+            &lua,
+            HOOK_EVERY,
+            Box::new(move || hook_state.poll().map(|why| hook_state.message(why))),
         )
         .map_err(script_error)?;
         lua.set_memory_limit(options.limits.memory)
@@ -359,11 +358,6 @@ impl Vm {
 
     /// Compiles a chunk in text mode, in the script environment.
     pub fn compile(&self, source: &str, chunk_name: &str) -> Result<Function> {
-        if let Some(line) = super::closecheck::find_close_attribute(source) {
-            return Err(Error::Script {
-                message: close_message(chunk_name, line),
-            });
-        }
         self.lua
             .load(source)
             .set_name(format!("={chunk_name}"))
@@ -438,10 +432,6 @@ fn clean_message(message: &str) -> String {
         Some(i) => m[..i].to_string(),
         None => m.to_string(),
     }
-}
-
-fn close_message(chunk: &str, line: usize) -> String {
-    format!("{chunk}:{line}: to-be-closed variables (<close>) are not available in the sandbox")
 }
 
 fn memory_error(limit: usize) -> Error {
@@ -633,20 +623,6 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     )?;
 
     api.set("patterns", pattern_api(lua, state)?)?;
-    api.set(
-        "close_check",
-        lua.create_function(|_, (src, name): (mlua::LuaString, Option<String>)| {
-            let src = src.to_string_lossy();
-            Ok(super::closecheck::find_close_attribute(&src).map(|line| {
-                close_message(
-                    name.as_deref()
-                        .unwrap_or("chunk")
-                        .trim_start_matches(['=', '@']),
-                    line,
-                )
-            }))
-        })?,
-    )?;
     Ok(api)
 }
 
