@@ -56,24 +56,35 @@ local co = {}
 for k, v in raw_pairs(coroutine) do
   co[k] = v
 end
--- A coroutine that died of an interruption keeps its to-be-closed values unclosed: the hook's
--- error left hooks off in that coroutine, and Lua would run each `__close` there where nothing
--- could stop a loop. So such a coroutine is marked when its resume returns, and is never closed
--- (this holds across REPL lines, where the interruption itself is cleared); `wrap` is built on
--- resume, which does not close on error (C's wrap does). A to-be-closed value anywhere else is
--- closed with hooks on: `pcall` and the top-level call restore them before closing.
-local stopped = raw_setmetatable({}, { __mode = "k" })
+-- A coroutine killed by the hook's error has hooks off for good (the error left them off in that
+-- coroutine), and Lua would run each of its `__close` there, where nothing could stop a loop. So
+-- a coroutine may be closed only when the last resume that returned said it was not stopped:
+-- the mark is cleared before each resume and set after it returns, so an interruption anywhere
+-- in between (even in the resumer, before the mark is set) leaves it unclosable. This holds
+-- across REPL lines, where the interruption itself is cleared. `wrap` is built on resume, which
+-- does not close on error (C's wrap does). A to-be-closed value anywhere else is closed with
+-- hooks on: `pcall` and the top-level call restore them before closing.
+local closable = raw_setmetatable({}, { __mode = "k" })
 local function resumed(c, ok, ...)
-  if not ok and interrupted() then
-    stopped[c] = true
+  if raw_type(c) == "thread" and (ok or not interrupted()) then
+    closable[c] = true
   end
   return check(ok, ...)
 end
-co.resume = function(c, ...)
+local function resume(c, ...)
+  if raw_type(c) == "thread" then
+    closable[c] = nil
+  end
   return resumed(c, co_resume(c, ...))
 end
+co.create = function(f)
+  local c = co_create(f)
+  closable[c] = true
+  return c
+end
+co.resume = resume
 co.close = function(c)
-  if stopped[c] then
+  if raw_type(c) == "thread" and not closable[c] then
     check()
     raw_error("cannot close a coroutine stopped by its run's deadline or cancellation", 2)
   end
@@ -82,14 +93,14 @@ end
 local co_status = coroutine.status
 local table_pack, table_unpack = table.pack, table.unpack
 co.wrap = function(f)
-  local c = co_create(f)
+  local c = co.create(f)
   return function(...)
-    local r = table_pack(resumed(c, co_resume(c, ...)))
+    local r = table_pack(resume(c, ...))
     if r[1] then
       return table_unpack(r, 2, r.n)
     end
     local e = r[2]
-    if co_status(c) == "dead" and not stopped[c] then
+    if co_status(c) == "dead" and closable[c] then
       -- an ordinary error: close what it held, with hooks on; as in C's wrap, an error while
       -- closing replaces the first
       local closed, close_error = check(co_close(c))
@@ -155,7 +166,9 @@ local function guard(mt)
   if hidden.__metatable == nil then
     hidden.__metatable = false
   end
-  raw_setmetatable(mt, hidden)
+  if not raw_pcall(raw_setmetatable, mt, hidden) then
+    raw_error("setmetatable: this metatable's own metatable is protected", 3)
+  end
   in_use[mt] = true
 end
 
@@ -174,11 +187,12 @@ env.setmetatable = function(t, mt)
     raw_error("setmetatable: this table is already a metatable; give it its own metatable "
       .. "before using it as one", 2)
   end
-  local result = raw_setmetatable(t, mt)
+  -- guarded first: should the guard fail (a metatable whose own metatable is protected), the
+  -- table is left as it was
   if raw_type(mt) == "table" then
     guard(mt)
   end
-  return result
+  return raw_setmetatable(t, mt)
 end
 
 env.rawset = function(t, k, v)
@@ -260,6 +274,141 @@ table.move = function(a1, f, e, t, a2)
     end
   end
   return a2
+end
+
+-- table.insert, remove and concat loop in C up to the length `__len` claims, touching elements
+-- through `__index`/`__newindex`; none of that runs a Lua instruction when the metamethods are C
+-- functions, so the hook could never stop it. On a table with a metatable they run as Lua, under
+-- the hooks; on a plain table the length is bounded by memory and C's versions run.
+local c_insert, c_remove, c_concat, c_sort = table.insert, table.remove, table.concat, table.sort
+local to_integer = math.tointeger
+
+local function has_metatable(t)
+  return raw_type(t) == "table" and raw_getmetatable(t) ~= nil
+end
+
+local function length(t)
+  local n = to_integer(#t)
+  if n == nil then
+    raw_error("object length is not an integer", 3)
+  end
+  return n
+end
+
+local function position(v, arg, name)
+  local n = to_integer(v)
+  if n == nil then
+    raw_error("bad argument #" .. arg .. " to '" .. name .. "' (number has no integer representation)", 3)
+  end
+  return n
+end
+
+table.insert = function(t, ...)
+  if not has_metatable(t) then
+    return c_insert(t, ...)
+  end
+  local nargs = raw_select("#", ...)
+  local e = length(t) + 1
+  if nargs == 1 then
+    t[e] = ...
+    return
+  elseif nargs ~= 2 then
+    raw_error("wrong number of arguments to 'insert'", 2)
+  end
+  local pos, value = ...
+  pos = position(pos, 2, "insert")
+  if pos < 1 or pos > e then
+    raw_error("bad argument #2 to 'insert' (position out of bounds)", 2)
+  end
+  for i = e, pos + 1, -1 do
+    t[i] = t[i - 1]
+  end
+  t[pos] = value
+end
+
+table.remove = function(t, pos)
+  if not has_metatable(t) then
+    if pos == nil then
+      return c_remove(t)
+    end
+    return c_remove(t, pos)
+  end
+  local size = length(t)
+  if pos == nil then
+    pos = size
+  else
+    pos = position(pos, 2, "remove")
+    if pos ~= size and (pos < 1 or pos - 1 > size) then
+      raw_error("bad argument #2 to 'remove' (position out of bounds)", 2)
+    end
+  end
+  local removed = t[pos]
+  while pos < size do
+    t[pos] = t[pos + 1]
+    pos = pos + 1
+  end
+  t[pos] = nil
+  return removed
+end
+
+table.concat = function(t, sep, i, j)
+  if not has_metatable(t) then
+    return c_concat(t, sep, i, j)
+  end
+  i = i == nil and 1 or position(i, 3, "concat")
+  j = j == nil and length(t) or position(j, 4, "concat")
+  local parts = {}
+  for k = i, j do
+    local v = t[k]
+    local kind = raw_type(v)
+    if kind ~= "string" and kind ~= "number" then
+      raw_error("invalid value (at index " .. k .. ") in table for 'concat'", 2)
+    end
+    parts[k - i + 1] = v
+  end
+  return c_concat(parts, sep)
+end
+
+-- table.sort compares in C: with a C comparator, C metamethods or a metatable's `__len`, no Lua
+-- instruction may run for the whole sort. Comparisons go through a Lua function, except for a
+-- plain list of only numbers or only strings, whose C sort needs no calls (and whose size is
+-- bounded by memory).
+local function plain_list(t)
+  if raw_type(t) ~= "table" or raw_getmetatable(t) ~= nil then
+    return false
+  end
+  local n = #t
+  if n == 0 then
+    return true
+  end
+  local kind = raw_type(raw_rawget(t, 1))
+  if kind ~= "number" and kind ~= "string" then
+    return false
+  end
+  for k = 2, n do
+    if raw_type(raw_rawget(t, k)) ~= kind then
+      return false
+    end
+  end
+  return true
+end
+
+-- (its errors read "table.sort:1: attempt to compare ...", not a line of this file)
+local default_less = raw_load("local a, b = ... return a < b", "=table.sort", "t", {})
+
+table.sort = function(t, comp)
+  if comp == nil then
+    if plain_list(t) then
+      return c_sort(t)
+    end
+    return c_sort(t, default_less)
+  end
+  if raw_type(comp) ~= "function" then
+    raw_error("bad argument #2 to 'sort' (function expected, got " .. raw_type(comp) .. ")", 2)
+  end
+  return c_sort(t, function(a, b)
+    return comp(a, b)
+  end)
 end
 env.table = table
 env.math = math

@@ -1,5 +1,6 @@
 //! build_image_pdf: pages, sizes, JPEG pass-through byte for byte, SMask for alpha, CMYK decode,
-//! EXIF orientation, the manifest, bad inputs, and (with pdftoppm) a page rendered back.
+//! EXIF orientation, the manifest, bad inputs, and pages rendered back (hayro; with the `interop`
+//! feature also poppler's pdftoppm, and the two must agree).
 
 mod common;
 
@@ -344,15 +345,54 @@ async fn bad_inputs_give_the_documented_errors() {
     let _ = f.dir;
 }
 
-/// Renders one page (1-based) with pdftoppm (poppler-utils) at `dpi`.
+/// Renders one page (1-based) at `dpi` with hayro, a pure-Rust rasterizer, so `cargo test` needs
+/// nothing but cargo. With the `interop` feature (the cross-check step of `.ci/run`) the page is
+/// also rendered by poppler's pdftoppm, an independent implementation, and the two must agree.
 fn render_page(pdf: &str, page: usize, dpi: u32, scratch: &Path) -> image::RgbImage {
+    let rendered = render_with_hayro(pdf, page, dpi);
+    #[cfg(feature = "interop")]
+    {
+        let poppler = render_with_pdftoppm(pdf, page, dpi, scratch);
+        assert_same_render(&rendered, &poppler, pdf, page);
+    }
+    let _ = scratch;
+    rendered
+}
+
+fn render_with_hayro(pdf: &str, page: usize, dpi: u32) -> image::RgbImage {
+    use hayro::hayro_syntax::Pdf;
+    let data = std::fs::read(pdf).unwrap();
+    let doc = Pdf::new(data).unwrap_or_else(|e| panic!("hayro cannot read {pdf}: {e:?}"));
+    let pixmaps = hayro::render_pdf(
+        &doc,
+        dpi as f32 / 72.0,
+        hayro::hayro_interpret::InterpreterSettings::default(),
+        &hayro::RenderSettings::default(),
+        Some(page - 1..=page - 1),
+    )
+    .unwrap_or_else(|| panic!("hayro cannot render {pdf}"));
+    let pixmap = pixmaps
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{pdf} has no page {page}"));
+    // An opaque page on white: premultiplied RGBA is plain RGBA.
+    let (w, h) = (u32::from(pixmap.width()), u32::from(pixmap.height()));
+    let rgba = pixmap.data_as_u8_slice();
+    image::RgbImage::from_fn(w, h, |x, y| {
+        let i = ((y * w + x) * 4) as usize;
+        image::Rgb([rgba[i], rgba[i + 1], rgba[i + 2]])
+    })
+}
+
+#[cfg(feature = "interop")]
+fn render_with_pdftoppm(pdf: &str, page: usize, dpi: u32, scratch: &Path) -> image::RgbImage {
     if std::process::Command::new("pdftoppm")
         .arg("-v")
         .output()
         .is_err()
     {
         panic!(
-            "pdftoppm is missing: `apt-get install poppler-utils` (the .ci/run script installs it)"
+            "pdftoppm is missing: `apt-get install poppler-utils` (the .ci/run interop step installs it)"
         );
     }
     let out = scratch.join(format!("render-{page}"));
@@ -376,6 +416,34 @@ fn render_page(pdf: &str, page: usize, dpi: u32, scratch: &Path) -> image::RgbIm
     image::open(format!("{}.png", out.display()))
         .unwrap()
         .to_rgb8()
+}
+
+/// The two renders have the same size (±1 pixel of rounding) and, sampled on a grid away from
+/// edges, the same colour within a small tolerance.
+#[cfg(feature = "interop")]
+fn assert_same_render(ours: &image::RgbImage, poppler: &image::RgbImage, pdf: &str, page: usize) {
+    let (w, h) = ours.dimensions();
+    let (pw, ph) = poppler.dimensions();
+    assert!(
+        w.abs_diff(pw) <= 1 && h.abs_diff(ph) <= 1,
+        "{pdf} page {page}: hayro {w}×{h}, pdftoppm {pw}×{ph}"
+    );
+    let mut differ = 0;
+    let mut total = 0;
+    for gy in 1..20 {
+        for gx in 1..20 {
+            let (x, y) = (w.min(pw) * gx / 20, h.min(ph) * gy / 20);
+            let (a, b) = (ours.get_pixel(x, y), poppler.get_pixel(x, y));
+            total += 1;
+            if (0..3).any(|c| (a[c] as i32 - b[c] as i32).abs() > 24) {
+                differ += 1;
+            }
+        }
+    }
+    assert!(
+        differ * 20 <= total,
+        "{pdf} page {page}: {differ} of {total} sampled pixels differ between hayro and pdftoppm"
+    );
 }
 
 /// 'W' for near white, else the channel ('R', 'G', 'B') that clearly dominates, else '?'.

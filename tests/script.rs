@@ -138,6 +138,57 @@ async fn absent_capabilities() {
     assert_eq!(e, "test.lua:1: boom");
 }
 
+/// `table.insert`, `remove`, `concat` and `sort` keep Lua's meaning on tables with metatables
+/// (where they run as Lua, under the hooks) and on plain ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_functions_keep_their_meaning() {
+    let t = TestHost::new();
+    let v = eval(
+        &t,
+        r#"
+        local store, n = {1, 2, 3}, 3
+        local p = setmetatable({}, {
+          __len = function() return n end,
+          __index = function(_, k) return store[k] end,
+          __newindex = function(_, k, v)
+            store[k] = v
+            if v == nil and k == n then n = n - 1 elseif k > n then n = k end
+          end,
+        })
+        local out = {}
+        table.insert(p, 4) table.insert(p, 1, 0)
+        out[#out + 1] = table.concat(store, ",")
+        out[#out + 1] = table.remove(p) .. ":" .. table.concat(store, ",")
+        out[#out + 1] = table.remove(p, 1) .. ":" .. table.concat(store, ",")
+        out[#out + 1] = table.concat(p, "-") .. "|" .. table.concat(p, "-", 2, 3)
+        out[#out + 1] = select(2, pcall(table.insert, p, 9, 1))
+        out[#out + 1] = select(2, pcall(table.insert, p, 1, 2, 3))
+        out[#out + 1] = select(2, pcall(table.concat, setmetatable({1, {}}, {})))
+        local s = {5, 3, 9, 1} table.sort(s) out[#out + 1] = table.concat(s, ",")
+        s = {"b", "a", "c"} table.sort(s, function(a, b) return a > b end)
+        out[#out + 1] = table.concat(s, ",")
+        out[#out + 1] = select(2, pcall(table.sort, {3, "x"}))
+        s = setmetatable({4, 2, 8}, {}) table.sort(s) out[#out + 1] = table.concat(s, ",")
+        s = {} table.insert(s, "a") table.insert(s, 1, "b")
+        out[#out + 1] = table.concat(s, ",") .. table.remove(s) .. tostring(table.remove({}))
+        out[#out + 1] = select(2, pcall(table.sort, {1, 2}, 3))
+        return table.concat(out, "\n")
+    "#,
+    )
+    .await;
+    assert_eq!(
+        v.as_str().unwrap(),
+        "0,1,2,3,4\n4:0,1,2,3\n0:1,2,3\n1-2-3|2-3\n\
+         bad argument #2 to 'insert' (position out of bounds)\n\
+         wrong number of arguments to 'insert'\n\
+         invalid value (at index 2) in table for 'concat'\n\
+         1,3,5,9\nc,b,a\n\
+         table.sort:1: attempt to compare string with number\n\
+         2,4,8\nb,aanil\n\
+         bad argument #2 to 'sort' (function expected, got number)"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_limits_hold_everywhere() {
     let t = TestHost::new();

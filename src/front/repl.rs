@@ -262,14 +262,64 @@ struct Session {
     handle: tokio::runtime::Handle,
     vm: Vm,
     mode: ConfirmMode,
-    current: Arc<Mutex<CancellationToken>>,
+    current: Arc<Mutex<Running>>,
     globals: GlobalNames,
+}
+
+/// The chunk being run: its cancellation token (Ctrl-C cancels it), and whether it is still
+/// running, so the watchdog can tell a chunk that ignored Ctrl-C from one that stopped.
+#[derive(Debug, Default)]
+struct Running {
+    token: CancellationToken,
+    line: u64,
+    busy: bool,
+}
+
+/// Marks the current chunk as finished when it returns, however it returns.
+struct Finished<'a>(&'a Mutex<Running>);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
+    }
+}
+
+/// Ctrl-C cancels the running chunk; should it still run [`script::WATCHDOG_GRACE`] later (a C
+/// call no hook can interrupt), the process ends rather than hang the terminal.
+fn watch_ctrl_c(current: Arc<Mutex<Running>>, handle: &tokio::runtime::Handle) {
+    let runtime = handle.clone();
+    handle.spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            let line = {
+                let running = current.lock().unwrap_or_else(|p| p.into_inner());
+                running.token.cancel();
+                running.line
+            };
+            let watched = Arc::clone(&current);
+            runtime.spawn(async move {
+                tokio::time::sleep(crate::script::WATCHDOG_GRACE).await;
+                let running = watched.lock().unwrap_or_else(|p| p.into_inner());
+                if running.busy && running.line == line {
+                    eprintln!(
+                        "lmcp: a Lua chunk did not stop within {}s of Ctrl-C; ending the REPL",
+                        crate::script::WATCHDOG_GRACE.as_secs()
+                    );
+                    std::process::exit(crate::script::WATCHDOG_EXIT);
+                }
+            });
+        }
+    });
 }
 
 impl Session {
     fn context(&self) -> CallContext {
         let token = CancellationToken::new();
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = token.clone();
+        {
+            let mut running = self.current.lock().unwrap_or_else(|p| p.into_inner());
+            running.token = token.clone();
+            running.line += 1;
+            running.busy = true;
+        }
         // `/confirm yes` confirms state-changing calls, but a grant that says ask still asks the
         // person: the confirmer is the same terminal prompt in every mode.
         let confirmer: Arc<dyn Confirmer> = session_confirmer();
@@ -281,6 +331,7 @@ impl Session {
     /// Runs one complete chunk: an expression if it compiles as one, else statements.
     fn eval(&self, source: &str) -> Result<Vec<String>> {
         self.vm.set_context(self.context());
+        let _finished = Finished(&self.current);
         let as_expr = format!("return {source}");
         let chunk = if self.vm.compile(&as_expr, "stdin").is_ok() {
             as_expr
@@ -411,16 +462,8 @@ fn mode_name(m: ConfirmMode) -> &'static str {
 /// Runs the REPL until Ctrl-D or `/quit`. Call it from a blocking thread (not a runtime worker):
 /// Lua waits for gated calls with `handle.block_on`.
 pub fn run_blocking(host: Arc<Host>, handle: tokio::runtime::Handle) -> Result<u8> {
-    let current = Arc::new(Mutex::new(CancellationToken::new()));
-    let signal_target = Arc::clone(&current);
-    handle.spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
-            signal_target
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .cancel();
-        }
-    });
+    let current = Arc::new(Mutex::new(Running::default()));
+    watch_ctrl_c(Arc::clone(&current), &handle);
     let config = host.config();
     let options = VmOptions {
         limits: config.limits.script(),
