@@ -1,8 +1,11 @@
-//! `lmcp serve` driven by the official Python MCP SDK client (`pip install mcp`, as `.ci/run`
-//! does), in both protocol generations: listing (with and without output schemas), calls with
+//! Interop cross-check (the `interop` feature, run by `.ci/run` after `cargo test`): `lmcp serve`
+//! driven by the official Python MCP SDK client (`pip install mcp`, as `.ci/run` does), in both
+//! protocol generations — the same scenarios `tests/mcp_client.rs` drives with rmcp's client: listing (with and without output schemas), calls with
 //! structured results, invalid arguments as isError, an unknown tool as a protocol error, a
 //! custom tool created over MCP with its list-changed notice, cancelling a long Lua run,
 //! progress from a recipe and from a PDF build, and elicitation accepted and declined. See `tests/mcp/scenarios.py`.
+
+#![cfg(feature = "interop")]
 
 mod common;
 

@@ -115,6 +115,18 @@ pub enum Command {
     /// Check config.json; `repair` sets a broken one aside and starts from the defaults.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script, e.g. `source <(lmcp completions bash)`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `lmcp man | man -l -`, or write every page.
+    Man {
+        /// Write lmcp.1 and one page per subcommand into this folder instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `lmcp config ...`
@@ -351,6 +363,15 @@ pub fn main() -> ExitCode {
 
 /// Runs a parsed command; the exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
+    // Generated text about lmcp itself needs no host (and creates no folders).
+    match &cli.command {
+        Some(Command::Completions { shell }) => {
+            super::door::out(&String::from_utf8_lossy(&super::docs::completions(*shell)));
+            return Ok(0);
+        }
+        Some(Command::Man { dir }) => return super::docs::man(dir.as_deref(), cli.json),
+        _ => {}
+    }
     let host = Host::open(Paths::discover()?)?;
     super::door::set_input_limit(host.config().limits.input_mb);
     // A config that cannot be read is said on every command, not once.
@@ -453,6 +474,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Types { output, force } => types(host, output, force, json),
         Command::Paths => paths(host, json),
         Command::Config(action) => config_cmd(host, action, json),
+        Command::Completions { .. } | Command::Man { .. } => Ok(0),
     }
 }
 

@@ -99,6 +99,12 @@ impl McpServer {
         }
     }
 
+    /// The same server, with output schemas listed or not (whatever the environment says).
+    pub fn with_output_schemas(mut self, on: bool) -> McpServer {
+        self.output_schemas = on;
+        self
+    }
+
     /// The tool list: the profile's available tools, sorted by name.
     pub fn tools(&self) -> Vec<Value> {
         self.host

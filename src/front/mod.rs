@@ -5,6 +5,7 @@
 //! |----------|------------------------------------------------------------------|
 //! | `cli.rs` | the command line (clap): its definition and dispatch              |
 //! | `door.rs`| what the doors share: gated call, who answers, progress, output    |
+//! | `docs.rs`| text generated from the code: help, man page, completions, tool lists |
 //! | `tool_cmd.rs`| `lmcp tools`, `lmcp tool ...`, `lmcp call`                     |
 //! | `settings.rs`| grants, modes, roots, history, signals, types, paths           |
 //! | `pdf.rs`  | `lmcp pdf IMAGES...`: a scratch workspace and one build             |
@@ -16,6 +17,7 @@
 //! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
 
 pub mod cli;
+pub mod docs;
 pub mod door;
 pub mod lines;
 pub mod mcp;

@@ -580,9 +580,11 @@ fn write_pdf(
         let sink = w.get_mut();
         sink.flush().map_err(io)?;
         start_writeback(sink.get_ref());
+        // One step per page, and a last one for the sync and the manifest ("done"): progress
+        // values only ever increase, as MCP asks.
         ctx.progress(
             n as u64 + 1,
-            Some(total),
+            Some(total + 1),
             format!("page {} of {total}", n + 1),
         );
     }
@@ -732,8 +734,8 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(e);
     }
-    let total = pages.len() as u64;
-    ctx.progress(total, Some(total), "done");
+    let steps = pages.len() as u64 + 1;
+    ctx.progress(steps, Some(steps), "done");
     let path = |n: &str| final_dir.join(n).display().to_string();
     Ok(json!({
         "stage": "ready",

@@ -1,0 +1,863 @@
+//! `lmcp serve` driven by rmcp's client (the official Rust MCP SDK), in both protocol
+//! generations: the 2025-11-25 `initialize` handshake ("legacy") and 2026-07-28 discovery
+//! (stateless; list changes only inside `subscriptions/listen`; elicitation through
+//! input-required results, which rmcp's `call_tool` answers and retries).
+//!
+//! The same scenarios and checks as `tests/mcp/scenarios.py`, one test per scenario and
+//! generation: listing (with and without output schemas, and with tools unavailable here left
+//! out), calls with structured results, invalid arguments as isError, an unknown tool as a
+//! protocol error, a custom tool created over MCP with its list-changed notice, custom tools
+//! saved and deleted from the command line while the server runs, cancelling a long Lua run,
+//! progress from a recipe and from a PDF build, elicitation accepted, declined and impossible,
+//! and one yes for a whole recipe. The Python SDK run (`tests/mcp.rs`) stays as an interop
+//! cross-check against a second client implementation.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerNotification, ServerResult,
+    SubscriptionFilter, Tool,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, PeerRequestOptions, RequestContext,
+    RunningService, Subscription,
+};
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceError};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// How long one request may take before the test gives up on it (a PDF build in a debug build
+/// included).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long to wait for a list-changed notice (the Python scenarios' `fail_after(10)`).
+const NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Generation {
+    /// 2025-11-25: `initialize` handshake.
+    Legacy,
+    /// 2026-07-28: `server/discover`, per-request metadata.
+    Modern,
+}
+
+impl Generation {
+    fn version(self) -> ProtocolVersion {
+        match self {
+            Generation::Legacy => ProtocolVersion::V_2025_11_25,
+            Generation::Modern => ProtocolVersion::V_2026_07_28,
+        }
+    }
+
+    /// The name the Python scenarios use for it (file names carry it).
+    fn name(self) -> &'static str {
+        match self {
+            Generation::Legacy => "legacy",
+            Generation::Modern => "2026-07-28",
+        }
+    }
+}
+
+/// Who answers the server's questions (elicitation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Person {
+    /// No elicitation capability declared.
+    Absent,
+    /// Accepts with `{"allow": true}`.
+    Accepts,
+    /// Declines.
+    Declines,
+}
+
+/// The client side: answers elicitation as `person` does, and records what it was asked, the
+/// progress notifications it received and the tool-list-changed notices outside subscriptions.
+struct Handler {
+    generation: Generation,
+    person: Person,
+    asked: Arc<Mutex<Vec<String>>>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    list_changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let message = match &request {
+            ElicitRequestParams::FormElicitationParams { message, .. }
+            | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
+            other => format!("{other:?}"),
+        };
+        self.asked.lock().unwrap().push(message);
+        Ok(match self.person {
+            Person::Accepts => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"allow": true}))
+            }
+            // A client without the capability is never asked; decline if it were.
+            Person::Declines | Person::Absent => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.list_changed.send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.person == Person::Absent {
+            ClientCapabilities::default()
+        } else {
+            ClientCapabilities::builder().enable_elicitation().build()
+        };
+        ClientConfig::new(capabilities, Implementation::new("lmcp-tests", "1"))
+            .with_protocol_version(self.generation.version())
+    }
+}
+
+/// One `lmcp serve --profile full` child and an rmcp client connected to its stdio.
+struct Session {
+    client: RunningService<RoleClient, Handler>,
+    child: tokio::process::Child,
+    asked: Arc<Mutex<Vec<String>>>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    list_changed: mpsc::UnboundedReceiver<()>,
+}
+
+/// `LMCP_HOME` and `PATH`, nothing else (as the Python scenarios start the server).
+fn clean_env(cmd: &mut tokio::process::Command, home: &Path) {
+    cmd.env_clear()
+        .env("LMCP_HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+}
+
+impl Session {
+    async fn start(home: &Path, generation: Generation, person: Person) -> Session {
+        Session::start_with(home, generation, person, &[]).await
+    }
+
+    async fn start_with(
+        home: &Path,
+        generation: Generation,
+        person: Person,
+        env: &[(&str, &str)],
+    ) -> Session {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
+        cmd.args(["serve", "--profile", "full"]);
+        clean_env(&mut cmd, home);
+        cmd.envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start lmcp serve");
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+
+        let asked = Arc::default();
+        let progress = Arc::default();
+        let (tx, list_changed) = mpsc::unbounded_channel();
+        let handler = Handler {
+            generation,
+            person,
+            asked: Arc::clone(&asked),
+            progress: Arc::clone(&progress),
+            list_changed: tx,
+        };
+        let transport = (stdout, stdin);
+        let started = match generation {
+            Generation::Legacy => {
+                handler
+                    .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                    .await
+            }
+            Generation::Modern => {
+                handler
+                    .serve_with_lifecycle(
+                        transport,
+                        ClientLifecycleMode::Discover {
+                            preferred_versions: vec![generation.version()],
+                        },
+                    )
+                    .await
+            }
+        };
+        let client =
+            started.unwrap_or_else(|e| panic!("{generation:?}: the client could not start: {e}"));
+        let negotiated = client.peer_info().map(|info| info.protocol_version.clone());
+        assert_eq!(
+            negotiated,
+            Some(generation.version()),
+            "{generation:?}: the negotiated protocol version"
+        );
+        Session {
+            client,
+            child,
+            asked,
+            progress,
+            list_changed,
+        }
+    }
+
+    async fn tools(&self) -> Vec<Tool> {
+        tokio::time::timeout(CALL_TIMEOUT, self.client.list_all_tools())
+            .await
+            .expect("tools/list timed out")
+            .expect("tools/list")
+    }
+
+    async fn names(&self) -> Vec<String> {
+        self.tools()
+            .await
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
+    }
+
+    /// `tools/call` through rmcp's high-level helper (which answers input-required results).
+    async fn try_call(&self, tool: &str, args: Value) -> Result<CallToolResult, ServiceError> {
+        tokio::time::timeout(CALL_TIMEOUT, self.client.call_tool(params(tool, args)))
+            .await
+            .unwrap_or_else(|_| panic!("calling {tool} timed out"))
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        self.try_call(tool, args)
+            .await
+            .unwrap_or_else(|e| panic!("calling {tool}: a protocol error: {e}"))
+    }
+
+    /// A call whose progress notifications are kept apart (the Python `progress_callback`): the
+    /// result and the progress token rmcp sent with it.
+    async fn call_with_progress(&self, tool: &str, args: Value) -> (CallToolResult, ProgressToken) {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params(tool, args)));
+        let handle = self
+            .client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .unwrap_or_else(|e| panic!("sending {tool}: {e}"));
+        let token = handle.progress_token.clone();
+        let response = tokio::time::timeout(CALL_TIMEOUT, handle.await_response())
+            .await
+            .unwrap_or_else(|_| panic!("calling {tool} timed out"))
+            .unwrap_or_else(|e| panic!("calling {tool}: a protocol error: {e}"));
+        let ServerResult::CallToolResult(result) = response else {
+            panic!("calling {tool}: not a tool result: {response:?}");
+        };
+        (result, token)
+    }
+
+    /// The progress notifications received for one call: (progress, total, message).
+    fn progress_of(&self, token: &ProgressToken) -> Vec<(f64, Option<f64>, Option<String>)> {
+        self.progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| &p.progress_token == token)
+            .map(|p| (p.progress, p.total, p.message.clone()))
+            .collect()
+    }
+
+    /// Waits until the progress seen for `token` satisfies `done`. rmcp runs notification
+    /// handlers as tasks of their own, so one sent before the result may be recorded just
+    /// after the result is returned; lmcp sends them all before the result.
+    async fn progress_until(
+        &self,
+        token: &ProgressToken,
+        done: impl Fn(&[(f64, Option<f64>, Option<String>)]) -> bool,
+    ) -> Vec<(f64, Option<f64>, Option<String>)> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let seen = self.progress_of(token);
+            if done(&seen) || Instant::now() > deadline {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The next `notifications/tools/list_changed` outside a subscription (legacy).
+    async fn list_changed(&mut self) {
+        tokio::time::timeout(NOTICE_TIMEOUT, self.list_changed.recv())
+            .await
+            .expect("no notifications/tools/list_changed within 10 s")
+            .expect("the client stopped");
+    }
+
+    /// `subscriptions/listen` for tool list changes (2026-07-28).
+    async fn listen(&self) -> Subscription {
+        let mut filter = SubscriptionFilter::new();
+        filter.tools_list_changed = Some(true);
+        let sub = tokio::time::timeout(CALL_TIMEOUT, self.client.listen(filter))
+            .await
+            .expect("subscriptions/listen timed out")
+            .expect("subscriptions/listen");
+        assert_eq!(
+            sub.acknowledged().tools_list_changed,
+            Some(true),
+            "the server accepted tool list changes: {:?}",
+            sub.acknowledged()
+        );
+        sub
+    }
+
+    /// Closes the client (stdin) and waits for the server to go.
+    async fn close(mut self) {
+        let _ = self.client.close_with_timeout(Duration::from_secs(5)).await;
+        drop(self.client);
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// The next notification on a subscription, which must be a tool list change.
+async fn next_list_change(sub: &mut Subscription) {
+    let next = tokio::time::timeout(NOTICE_TIMEOUT, sub.next())
+        .await
+        .expect("no tool list change on the subscription within 10 s");
+    assert!(
+        matches!(
+            next,
+            Ok(Some(ServerNotification::ToolListChangedNotification(_)))
+        ),
+        "a tool list change on the subscription: {next:?} (end: {:?})",
+        sub.end()
+    );
+}
+
+fn params(tool: &str, args: Value) -> CallToolRequestParams {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object: {args}");
+    };
+    CallToolRequestParams::new(tool.to_string()).with_arguments(args)
+}
+
+/// The first content block's text.
+fn text(r: &CallToolResult) -> &str {
+    r.content
+        .first()
+        .and_then(|c| c.as_text())
+        .map_or("", |t| t.text.as_str())
+}
+
+fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+fn structured(r: &CallToolResult) -> &Value {
+    r.structured_content
+        .as_ref()
+        .unwrap_or_else(|| panic!("no structuredContent: {r:?}"))
+}
+
+fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
+    tools
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("{name} is not listed"))
+}
+
+/// What the Python client does for every non-error result of a tool with an output schema:
+/// the structured content must match the schema.
+fn check_output_schema(tools: &[Tool], name: &str, r: &CallToolResult) {
+    let Some(schema) = &tool(tools, name).output_schema else {
+        return;
+    };
+    if is_error(r) {
+        return;
+    }
+    let schema = Value::Object((**schema).clone());
+    let validator = jsonschema::validator_for(&schema)
+        .unwrap_or_else(|e| panic!("{name}: the output schema does not compile: {e}\n{schema}"));
+    let content = structured(r);
+    let problems: Vec<String> = validator
+        .iter_errors(content)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "{name}: structured content does not match the output schema: {problems:?}\n{content}"
+    );
+}
+
+/// A 4×3 RGB PNG.
+fn tiny_png() -> Vec<u8> {
+    let img = image::RgbImage::from_fn(4, 3, |x, y| image::Rgb([x as u8 * 60, y as u8 * 80, 200]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .expect("encode a PNG");
+    out.into_inner()
+}
+
+fn custom_definition(name: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "parameters": [{"name": "n", "type": "string", "required": true}],
+        "steps": [{"id": "calc", "tool": "calculate", "arguments": {"expression": {"$input": "n"}}}],
+    })
+}
+
+async fn listing(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let tools = s.tools().await;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "deterministic order: {names:?}");
+    for expected in [
+        "calculate",
+        "read_file",
+        "write_file",
+        "custom_tool_create",
+        "recipe_run",
+        "run_command",
+    ] {
+        assert!(names.contains(&expected), "{expected} listed: {names:?}");
+    }
+    let calc = tool(&tools, "calculate");
+    assert_eq!(
+        calc.input_schema.get("required"),
+        Some(&json!(["expression"])),
+        "{:?}",
+        calc.input_schema
+    );
+    let a = calc.annotations.as_ref();
+    assert!(
+        a.and_then(|a| a.read_only_hint) == Some(true)
+            && a.and_then(|a| a.destructive_hint) == Some(false),
+        "{a:?}"
+    );
+    let write = tool(&tools, "write_file");
+    let a = write.annotations.as_ref();
+    assert!(
+        a.and_then(|a| a.destructive_hint) == Some(true)
+            && a.and_then(|a| a.open_world_hint) == Some(false),
+        "{a:?}"
+    );
+    assert!(
+        tools.iter().all(|t| t.output_schema.is_none()),
+        "no output schemas unless asked"
+    );
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.title.as_deref().is_some_and(|t| !t.is_empty())),
+        "every tool has a title"
+    );
+    s.close().await;
+
+    let s = Session::start_with(
+        home.path(),
+        g,
+        Person::Absent,
+        &[("LMCP_OUTPUT_SCHEMAS", "1")],
+    )
+    .await;
+    let tools = s.tools().await;
+    let calc = tool(&tools, "calculate");
+    assert!(
+        calc.output_schema
+            .as_ref()
+            .and_then(|o| o.get("properties"))
+            .and_then(|p| p.get("value"))
+            .is_some(),
+        "{:?}",
+        calc.output_schema
+    );
+    // the structured content matches the output schema (the Python client validates it)
+    let r = s.call("calculate", json!({"expression": "2^10"})).await;
+    check_output_schema(&tools, "calculate", &r);
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"expression": "2^10", "value": 1024})),
+        "{r:?}"
+    );
+    let r = s.call("get_datetime", json!({})).await;
+    check_output_schema(&tools, "get_datetime", &r);
+    assert!(
+        !is_error(&r) && structured(&r).get("weekday").is_some(),
+        "{r:?}"
+    );
+    s.close().await;
+
+    // tools unavailable here are left out, consistently
+    let config = home.path().join("config").join("config.json");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, json!({"modes": {"no_terminal": true}}).to_string()).unwrap();
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let names = s.names().await;
+    assert!(
+        !names.iter().any(|n| n == "run_command") && names.iter().any(|n| n == "calculate"),
+        "{names:?}"
+    );
+    let r = s.call("run_command", json!({"program": "true"})).await;
+    assert!(
+        is_error(&r) && text(&r).contains("no terminal access"),
+        "{r:?}"
+    );
+    s.close().await;
+    std::fs::remove_file(&config).unwrap();
+}
+
+async fn calls(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let r = s.call("calculate", json!({"expression": "6*7"})).await;
+    assert!(r.is_error != Some(true), "{r:?}");
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"expression": "6*7", "value": 42})),
+        "{r:?}"
+    );
+    let from_text: Option<Value> = serde_json::from_str(text(&r)).ok();
+    assert_eq!(from_text, r.structured_content, "{:?}", r.content);
+
+    let r = s.call("calculate", json!({"expression": 5})).await;
+    assert!(is_error(&r), "{r:?}");
+    assert!(
+        text(&r).contains("/expression") && text(&r).contains("rule `type`"),
+        "{}",
+        text(&r)
+    );
+
+    let r = s.call("calculate", json!({"expression": "1/0"})).await;
+    assert!(
+        is_error(&r) && text(&r).contains("division by zero"),
+        "{r:?}"
+    );
+
+    match s.try_call("no_such_tool", json!({})).await {
+        Err(ServiceError::McpError(e)) => {
+            assert!(e.message.contains("unknown tool"), "{e:?}")
+        }
+        other => panic!("an unknown tool must be a protocol error: {other:?}"),
+    }
+    s.close().await;
+}
+
+async fn custom_tools(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let definition = custom_definition("user_double", "Double a number with calculate");
+    let mut s = Session::start(home.path(), g, Person::Absent).await;
+    match g {
+        Generation::Legacy => {
+            let r = s.call("custom_tool_create", definition).await;
+            assert!(!is_error(&r), "{r:?}");
+            s.list_changed().await;
+        }
+        Generation::Modern => {
+            let mut sub = s.listen().await;
+            let r = s.call("custom_tool_create", definition).await;
+            assert!(!is_error(&r), "{r:?}");
+            next_list_change(&mut sub).await;
+        }
+    }
+    let names = s.names().await;
+    assert!(
+        names.iter().any(|n| n == "user_double"),
+        "the new tool is listed: {names:?}"
+    );
+    let r = s.call("user_double", json!({"n": "21*2"})).await;
+    assert_eq!(
+        structured(&r).pointer("/result/value"),
+        Some(&json!(42)),
+        "{r:?}"
+    );
+    let r = s
+        .call("custom_tool_delete", json!({"name": "user_double"}))
+        .await;
+    assert!(
+        is_error(&r) && text(&r).contains("needs a person"),
+        "deleting asks, and this client cannot answer: {r:?}"
+    );
+    s.close().await;
+}
+
+/// `lmcp ARGS` beside the server, with the same `LMCP_HOME`; it must succeed.
+async fn cli(home: &Path, args: &[&str]) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
+    cmd.args(args).stdin(Stdio::null());
+    clean_env(&mut cmd, home);
+    let done = cmd.output().await.expect("run lmcp");
+    assert!(
+        done.status.success(),
+        "lmcp {args:?}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// A custom tool saved and deleted from the command line while the server runs.
+async fn saved_elsewhere(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let definition = custom_definition("user_triple", "Triple a number with calculate").to_string();
+    let create = ["call", "custom_tool_create", definition.as_str(), "--yes"];
+    let delete = [
+        "call",
+        "custom_tool_delete",
+        r#"{"name": "user_triple"}"#,
+        "--yes",
+    ];
+    let mut s = Session::start(home, g, Person::Absent).await;
+    match g {
+        Generation::Legacy => {
+            cli(home, &create).await;
+            s.list_changed().await;
+            assert!(
+                s.names().await.iter().any(|n| n == "user_triple"),
+                "saved from the command line, listed by the server"
+            );
+            cli(home, &delete).await;
+            s.list_changed().await;
+        }
+        Generation::Modern => {
+            let mut sub = s.listen().await;
+            cli(home, &create).await;
+            next_list_change(&mut sub).await;
+            assert!(
+                s.names().await.iter().any(|n| n == "user_triple"),
+                "saved from the command line, listed by the server"
+            );
+            cli(home, &delete).await;
+            next_list_change(&mut sub).await;
+        }
+    }
+    assert!(
+        !s.names().await.iter().any(|n| n == "user_triple"),
+        "deleted from the command line, gone"
+    );
+    s.close().await;
+}
+
+async fn cancel(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let spin = json!({"name": "user_spin", "description": "loops until cancelled", "lua": "---@timeout 600\nwhile true do end"});
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let r = s.call("custom_tool_create", spin).await;
+    assert!(!is_error(&r), "{r:?}");
+    let started = Instant::now();
+    // Dropping rmcp's call future sends `notifications/cancelled` for it.
+    let spun = tokio::time::timeout(
+        Duration::from_millis(500),
+        s.client.call_tool(params("user_spin", json!({}))),
+    )
+    .await;
+    assert!(
+        spun.is_err(),
+        "the spin was still running after 0.5 s: {spun:?}"
+    );
+    let r = s.call("calculate", json!({"expression": "1+1"})).await;
+    assert_eq!(
+        structured(&r).get("value"),
+        Some(&json!(2)),
+        "the server still answers"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cancelled promptly"
+    );
+    s.close().await;
+
+    // the cancelled run was recorded as such
+    let path = home.path().join("data").join("history.jsonl");
+    let mut history = String::new();
+    for _ in 0..50 {
+        history = std::fs::read_to_string(&path).unwrap_or_default();
+        if history.contains(r#""tool":"user_spin""#) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tail = &history[history.len().saturating_sub(500)..];
+    assert!(
+        history.contains(r#""outcome":"failed:cancelled""#),
+        "{tail}"
+    );
+}
+
+async fn progress(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let step = json!({"tool": "calculate", "args": {"expression": "1"}});
+    let recipe = json!({"name": "three steps", "steps": [step, step, step]});
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let r = s
+        .call("recipe_save", json!({"manifest": recipe, "replace": true}))
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    let (r, token) = s
+        .call_with_progress("recipe_run", json!({"name": "three steps"}))
+        .await;
+    assert!(
+        !is_error(&r)
+            && structured(&r)
+                .get("steps")
+                .and_then(Value::as_array)
+                .is_some_and(|s| s.len() == 3),
+        "{r:?}"
+    );
+    let step_2 = |seen: &[(f64, Option<f64>, Option<String>)]| {
+        seen.iter()
+            .any(|(_, _, m)| m.as_deref().is_some_and(|m| m.contains("step 2 of 3")))
+    };
+    let seen = s
+        .progress_until(&token, |seen| seen.len() >= 3 && step_2(seen))
+        .await;
+    assert!(seen.len() >= 3, "progress notifications: {seen:?}");
+    assert!(step_2(&seen), "{seen:?}");
+    assert_increasing(&seen);
+    s.close().await;
+
+    // and from a PDF build: one report per page
+    let workspace = home.path().join("data").join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("page.png"), tiny_png()).unwrap();
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let r = s.call("workspace_create", json!({"name": "album"})).await;
+    let ws = structured(&r)
+        .get("workspace_id")
+        .cloned()
+        .unwrap_or_else(|| panic!("no workspace_id: {r:?}"));
+    let r = s
+        .call(
+            "asset_import",
+            json!({"workspace_id": ws, "path": "page.png"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    let args = json!({"workspace_id": ws, "source_asset_ids": [1, 1, 1], "title": "Album", "preset": "square"});
+    let (r, token) = s.call_with_progress("build_image_pdf", args).await;
+    assert!(
+        !is_error(&r) && structured(&r).get("stage") == Some(&json!("ready")),
+        "{r:?}"
+    );
+    let page_3 = |seen: &[(f64, Option<f64>, Option<String>)]| {
+        seen.iter()
+            .any(|(_, _, m)| m.as_deref().is_some_and(|m| m.contains("page 3 of 3")))
+    };
+    let done = |seen: &[(f64, Option<f64>, Option<String>)]| {
+        page_3(seen) && seen.iter().any(|(_, _, m)| m.as_deref() == Some("done"))
+    };
+    let seen = s.progress_until(&token, done).await;
+    assert!(page_3(&seen), "PDF progress: {seen:?}");
+    assert_increasing(&seen);
+    s.close().await;
+}
+
+/// MCP: progress values increase with each notification (rmcp may record them out of order, so
+/// they are compared sorted: no value twice), and none passes the total.
+fn assert_increasing(seen: &[(f64, Option<f64>, Option<String>)]) {
+    let mut values: Vec<f64> = seen.iter().map(|(p, _, _)| *p).collect();
+    values.sort_by(f64::total_cmp);
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]),
+        "a progress value repeats: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|(p, t, _)| t.is_none_or(|t| *p <= t)),
+        "progress past its total: {seen:?}"
+    );
+}
+
+async fn elicitation(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let target = home
+        .path()
+        .join("data")
+        .join("workspace")
+        .join(format!("elicited-{}.txt", g.name()));
+    let name = target.file_name().unwrap().to_str().unwrap().to_string();
+    let args = json!({"path": name, "content": "asked first"});
+
+    let s = Session::start(home.path(), g, Person::Declines).await;
+    let r = s.call("write_file", args.clone()).await;
+    assert!(is_error(&r) && text(&r).contains("declined"), "{r:?}");
+    s.close().await;
+    assert!(!target.exists(), "declined: nothing written");
+
+    let s = Session::start(home.path(), g, Person::Absent).await;
+    let r = s.call("write_file", args.clone()).await;
+    assert!(
+        is_error(&r) && text(&r).contains("lmcp grants allow write_file"),
+        "{r:?}"
+    );
+    s.close().await;
+    assert!(!target.exists(), "nobody to ask: nothing written");
+
+    let s = Session::start(home.path(), g, Person::Accepts).await;
+    let r = s.call("write_file", args).await;
+    assert!(!is_error(&r), "{r:?}");
+    s.close().await;
+    assert_eq!(
+        std::fs::read_to_string(&target).ok().as_deref(),
+        Some("asked first"),
+        "accepted: written"
+    );
+}
+
+/// A recipe with two steps that each need a yes (destructive: the default grant asks). The
+/// question is asked once, up front, listing both; then each step runs exactly once.
+async fn one_yes_for_a_recipe(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let counter = home.path().join(format!("steps-{}.txt", g.name()));
+    let step = json!({"tool": "run_command", "args": {"program": "sh", "args": ["-c", format!("echo x >> '{}'", counter.display())]}});
+    let manifest = json!({"name": format!("two asks {}", g.name()), "steps": [step, step]});
+    let s = Session::start(home.path(), g, Person::Accepts).await;
+    let r = s
+        .call("recipe_run", json!({"manifest": manifest, "confirm": true}))
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    let asked = s.asked.lock().unwrap().clone();
+    s.close().await;
+    assert_eq!(asked.len(), 1, "asked once, up front: {asked:?}");
+    assert!(
+        asked[0].contains("run_command"),
+        "the question lists the calls: {}",
+        asked[0]
+    );
+    let ran = std::fs::read_to_string(&counter).unwrap_or_default();
+    assert_eq!(ran, "x\nx\n", "each step ran once: {ran:?}");
+}
+
+/// One test per scenario and generation, so a failure names both.
+macro_rules! in_both_generations {
+    ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $legacy() {
+            $scenario(Generation::Legacy).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $modern() {
+            $scenario(Generation::Modern).await;
+        }
+    )*};
+}
+
+in_both_generations! {
+    listing => list_legacy, list_2026;
+    calls => call_legacy, call_2026;
+    custom_tools => custom_tools_legacy, custom_tools_2026;
+    saved_elsewhere => tools_saved_elsewhere_legacy, tools_saved_elsewhere_2026;
+    cancel => cancel_legacy, cancel_2026;
+    progress => progress_legacy, progress_2026;
+    elicitation => elicitation_legacy, elicitation_2026;
+    one_yes_for_a_recipe => one_yes_for_a_recipe_legacy, one_yes_for_a_recipe_2026;
+}
