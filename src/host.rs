@@ -68,6 +68,9 @@ pub struct Host {
     history: History,
     transport: Transport,
     warnings: Mutex<Vec<String>>,
+    /// What a long-running server last saw of the program stores (`None` until it starts
+    /// watching them): its own writes update it, so only other processes' changes reload.
+    library_seen: Mutex<Option<crate::library::Seen>>,
 }
 
 impl Host {
@@ -92,6 +95,7 @@ impl Host {
             registry: Registry::new(),
             transport: options.transport,
             warnings: Mutex::new(warnings),
+            library_seen: Mutex::new(None),
             paths,
         };
         // temp files left by writes a kill cut short, in the folders lmcp writes most
@@ -115,6 +119,11 @@ impl Host {
     /// Runs one call through the gate. This is the only way any tool runs.
     pub async fn call(self: &Arc<Self>, request: CallRequest) -> Outcome {
         gate::call(self, request).await
+    }
+
+    /// What the library watcher last saw of the program stores (see [`crate::library::sync`]).
+    pub(crate) fn library_seen(&self) -> std::sync::MutexGuard<'_, Option<crate::library::Seen>> {
+        self.library_seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The registry (specs are public; handlers are not).

@@ -716,11 +716,8 @@ async fn the_same_tool_from_the_cli_and_from_lua_gives_the_same_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_saved_or_deleted_by_another_process_are_synced() {
     let t = TestHost::new();
-    let mut seen = lmcp::library::Seen::now(&t.host);
-    assert!(
-        !lmcp::library::sync(&t.host, &mut seen),
-        "nothing changed yet"
-    );
+    lmcp::library::watch(&t.host);
+    assert!(!lmcp::library::sync(&t.host), "nothing changed yet");
     let mut changes = t.host.registry().subscribe();
     changes.mark_unchanged();
     common::lmcp_ok(
@@ -737,7 +734,7 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
         t.host.registry().get("user_calc").is_none(),
         "not seen before a sync"
     );
-    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(lmcp::library::sync(&t.host));
     assert!(changes.has_changed().unwrap(), "the change is announced");
     let r = call(&t, "user_calc", json!({"expression": "6*7"}))
         .await
@@ -745,7 +742,7 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
         .unwrap();
     assert_eq!(r["result"]["value"], 42, "{r}");
     assert!(
-        !lmcp::library::sync(&t.host, &mut seen),
+        !lmcp::library::sync(&t.host),
         "a second look finds nothing new"
     );
     // Replaced elsewhere: the new definition is what runs here.
@@ -756,7 +753,7 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
         t.home(),
         &["call", "custom_tool_create", &changed.to_string(), "--yes"],
     );
-    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(lmcp::library::sync(&t.host));
     let tool = t.host.registry().get("user_calc").unwrap();
     assert_eq!(
         tool.spec().description,
@@ -772,6 +769,21 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
             "--yes",
         ],
     );
-    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(lmcp::library::sync(&t.host));
     assert!(t.host.registry().get("user_calc").is_none());
+    // Saved by this host itself: registered (and announced) once, when saved; the watcher
+    // does not reload it and announce it again.
+    let mut def = calc_def();
+    def["name"] = json!("user_mine");
+    let saved = call(&t, "custom_tool_create", def).await.into_result();
+    assert!(saved.is_ok(), "{saved:?}");
+    assert!(
+        !lmcp::library::sync(&t.host),
+        "this host's own save is not reloaded"
+    );
+    let deleted = call(&t, "custom_tool_delete", json!({"name": "user_mine"}))
+        .await
+        .into_result();
+    assert!(deleted.is_ok(), "{deleted:?}");
+    assert!(!lmcp::library::sync(&t.host), "nor its own delete");
 }

@@ -422,7 +422,7 @@ async fn every_stage_and_outcome() {
                 Ok(())
             })
             .unwrap();
-        let confirmer = Arc::new(Scripted::new(case.answers.iter().copied()));
+        let confirmer = Arc::new(Scripted::new(case.answers.iter().cloned()));
         let ctx = CallContext::root(Origin::Cli, case.mode).with_confirmer(confirmer.clone());
         let outcome = t
             .host
@@ -630,7 +630,7 @@ async fn in_ask_mode(
     args: Value,
     answers: &[Answer],
 ) -> (Outcome, Vec<lmcp::gate::ConfirmRequest>) {
-    let confirmer = Arc::new(Scripted::new(answers.iter().copied()));
+    let confirmer = Arc::new(Scripted::new(answers.iter().cloned()));
     let ctx = CallContext::root(Origin::Repl, ConfirmMode::Ask).with_confirmer(confirmer.clone());
     let o = t.host.call(CallRequest::new(tool, args, ctx)).await;
     (o, confirmer.asked())

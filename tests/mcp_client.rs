@@ -71,6 +71,12 @@ enum Person {
     Accepts,
     /// Declines.
     Declines,
+    /// Dismisses the question (the "cancel" action).
+    Dismisses,
+    /// Answers the question with a JSON-RPC error.
+    Fails,
+    /// Never answers; records "withdrawn" when the server cancels the question.
+    Hangs,
 }
 
 /// The client side: answers elicitation as `person` does, and records what it was asked, the
@@ -87,7 +93,7 @@ impl ClientHandler for Handler {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let message = match &request {
             ElicitRequestParams::FormElicitationParams { message, .. }
@@ -101,6 +107,15 @@ impl ClientHandler for Handler {
             }
             // A client without the capability is never asked; decline if it were.
             Person::Declines | Person::Absent => ElicitResult::new(ElicitationAction::Decline),
+            Person::Dismisses => ElicitResult::new(ElicitationAction::Cancel),
+            Person::Fails => {
+                return Err(ErrorData::internal_error("the dialog could not open", None));
+            }
+            Person::Hangs => {
+                context.ct.cancelled().await;
+                self.asked.lock().unwrap().push("withdrawn".into());
+                ElicitResult::new(ElicitationAction::Cancel)
+            }
         })
     }
 
@@ -296,6 +311,15 @@ impl Session {
             .expect("the client stopped");
     }
 
+    /// No further list-changed notice arrives within `quiet` (one notice per change).
+    async fn no_more_list_changes(&mut self, quiet: Duration) {
+        let more = tokio::time::timeout(quiet, self.list_changed.recv()).await;
+        assert!(
+            more.is_err(),
+            "a second notifications/tools/list_changed for one change"
+        );
+    }
+
     /// `subscriptions/listen` for tool list changes (2026-07-28).
     async fn listen(&self) -> Subscription {
         let mut filter = SubscriptionFilter::new();
@@ -327,6 +351,19 @@ impl Session {
 }
 
 /// The next notification on a subscription, which must be a tool list change.
+/// How long to listen for a repeated notice: longer than the server's library poll (2 s), which
+/// once announced the server's own writes a second time.
+const REPEAT_WINDOW: Duration = Duration::from_secs(3);
+
+/// Nothing more arrives on the subscription within `quiet`.
+async fn no_more_on(sub: &mut Subscription, quiet: Duration) {
+    let more = tokio::time::timeout(quiet, sub.next()).await;
+    assert!(
+        more.is_err(),
+        "a second tool list change for one change: {more:?}"
+    );
+}
+
 async fn next_list_change(sub: &mut Subscription) {
     let next = tokio::time::timeout(NOTICE_TIMEOUT, sub.next())
         .await
@@ -562,12 +599,14 @@ async fn custom_tools(g: Generation) {
             let r = s.call("custom_tool_create", definition).await;
             assert!(!is_error(&r), "{r:?}");
             s.list_changed().await;
+            s.no_more_list_changes(REPEAT_WINDOW).await;
         }
         Generation::Modern => {
             let mut sub = s.listen().await;
             let r = s.call("custom_tool_create", definition).await;
             assert!(!is_error(&r), "{r:?}");
             next_list_change(&mut sub).await;
+            no_more_on(&mut sub, REPEAT_WINDOW).await;
         }
     }
     let names = s.names().await;
@@ -836,6 +875,74 @@ async fn one_yes_for_a_recipe(g: Generation) {
     assert_eq!(ran, "x\nx\n", "each step ran once: {ran:?}");
 }
 
+/// Each way a question can end is told in its own words, and none tells an MCP client to use a
+/// command-line flag: no elicitation (how to allow it here), declined, dismissed, and (legacy,
+/// where the server asks during the call) a client whose dialog fails.
+async fn answers_are_told_apart(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let args = json!({"path": "answers.txt", "content": "x"});
+    let mut cases = vec![
+        (Person::Absent, "cannot ask a person"),
+        (Person::Declines, "a person declined"),
+        (Person::Dismisses, "dismissed the question"),
+    ];
+    if g == Generation::Legacy {
+        cases.push((Person::Fails, "the client failed to ask a person"));
+    }
+    for (person, expected) in cases {
+        let s = Session::start(home.path(), g, person).await;
+        let r = s.call("write_file", args.clone()).await;
+        let message = text(&r).to_string();
+        assert!(is_error(&r), "{person:?}: {r:?}");
+        assert!(message.contains(expected), "{person:?}: {message}");
+        assert!(
+            !message.contains("--yes"),
+            "{person:?}: a CLI flag over MCP: {message}"
+        );
+        if person == Person::Dismisses {
+            assert!(!message.contains("declined"), "{message}");
+        }
+        if person == Person::Absent {
+            assert!(
+                message.contains("lmcp grants allow write_file"),
+                "{message}"
+            );
+        }
+        s.close().await;
+    }
+    assert!(!home.path().join("data/workspace/answers.txt").exists());
+}
+
+/// A call cancelled while its question is open withdraws the question: the client gets
+/// `notifications/cancelled` for the elicitation request, so it can close its dialog; nothing
+/// runs. (Legacy only: in 2026-07-28 the server asks no questions of its own during a call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_withdraws_its_question() {
+    let home = tempfile::tempdir().unwrap();
+    let s = Session::start(home.path(), Generation::Legacy, Person::Hangs).await;
+    let asked = Arc::clone(&s.asked);
+    let call = s.client.call_tool(params(
+        "write_file",
+        json!({"path": "withdrawn.txt", "content": "x"}),
+    ));
+    // dropping the call's future sends notifications/cancelled for it
+    let _ = tokio::time::timeout(Duration::from_millis(800), call).await;
+    let deadline = Instant::now() + NOTICE_TIMEOUT;
+    while !asked.lock().unwrap().iter().any(|a| a == "withdrawn") {
+        assert!(
+            Instant::now() < deadline,
+            "the question was not withdrawn: {:?}",
+            asked.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(asked.lock().unwrap().len(), 2, "asked once, then withdrawn");
+    let r = s.call("calculate", json!({"expression": "1+1"})).await;
+    assert!(!is_error(&r), "the server still answers: {r:?}");
+    assert!(!home.path().join("data/workspace/withdrawn.txt").exists());
+    s.close().await;
+}
+
 /// One test per scenario and generation, so a failure names both.
 macro_rules! in_both_generations {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
@@ -860,4 +967,5 @@ in_both_generations! {
     progress => progress_legacy, progress_2026;
     elicitation => elicitation_legacy, elicitation_2026;
     one_yes_for_a_recipe => one_yes_for_a_recipe_legacy, one_yes_for_a_recipe_2026;
+    answers_are_told_apart => answers_are_told_apart_legacy, answers_are_told_apart_2026;
 }

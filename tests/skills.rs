@@ -509,7 +509,7 @@ fn the_example_skills_from_the_cli() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_changed_by_another_process_are_synced() {
     let t = TestHost::new();
-    let mut seen = lmcp::library::Seen::now(&t.host);
+    lmcp::library::watch(&t.host);
     let has_hello = |t: &TestHost| t.host.registry().get("skill__demo__hello").is_some();
     // Installed elsewhere (a second host on the same store stands for the other process).
     let other = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
@@ -517,14 +517,32 @@ async fn skills_changed_by_another_process_are_synced() {
         .await
         .unwrap();
     assert!(!has_hello(&t));
-    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(lmcp::library::sync(&t.host));
     assert!(has_hello(&t), "installed elsewhere, registered here");
     for (command, present) in [("disable", false), ("enable", true)] {
         common::lmcp_ok(t.home(), &["skill", command, "demo"]);
-        assert!(lmcp::library::sync(&t.host, &mut seen), "{command}");
+        assert!(lmcp::library::sync(&t.host), "{command}");
         assert_eq!(has_hello(&t), present, "after {command}");
     }
     common::lmcp_ok(t.home(), &["skill", "remove", "demo", "--yes"]);
-    assert!(lmcp::library::sync(&t.host, &mut seen));
+    assert!(lmcp::library::sync(&t.host));
     assert!(!has_hello(&t), "removed elsewhere, gone here");
+    // Installed, switched and removed by this host itself: nothing for the watcher to reload.
+    common::call_yes(&t.host, "skill_install", package(SKILL_MD, HELLO))
+        .await
+        .unwrap();
+    assert!(has_hello(&t));
+    assert!(!lmcp::library::sync(&t.host), "own install");
+    common::call_yes(
+        &t.host,
+        "skill_enable",
+        json!({"name": "demo", "enabled": false}),
+    )
+    .await
+    .unwrap();
+    assert!(!lmcp::library::sync(&t.host), "own disable");
+    common::call_yes(&t.host, "skill_remove", json!({"name": "demo"}))
+        .await
+        .unwrap();
+    assert!(!lmcp::library::sync(&t.host), "own remove");
 }

@@ -21,12 +21,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, Implementation, InputRequiredResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
-    ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationAction,
+    Implementation, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
+    ServerRequest, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -182,6 +183,7 @@ fn answer_of(action: ElicitationAction, content: Option<&Value>) -> Answer {
         {
             Answer::Yes
         }
+        ElicitationAction::Cancel => Answer::Dismissed,
         _ => Answer::No,
     }
 }
@@ -195,35 +197,80 @@ impl Confirmer for ElicitingConfirmer {
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
         let params = elicitation_params(request);
         Box::pin(async move {
-            let Ok(params) = serde_json::from_value::<ElicitRequestParams>(params) else {
-                return Answer::CannotAsk;
+            let params = match serde_json::from_value::<ElicitRequestParams>(params) {
+                Ok(p) => p,
+                Err(e) => return Answer::Failed(format!("the question could not be built: {e}")),
             };
-            match self.peer.create_elicitation(params).await {
-                Ok(result) => answer_of(result.action, result.content.as_ref()),
+            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            let handle = match self
+                .peer
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(h) => h,
+                Err(e) => return Answer::Failed(e.to_string()),
+            };
+            // Should the call be cancelled while the question is open, this future is dropped
+            // and the guard withdraws the question, so the client closes its dialog.
+            let mut withdraw = Withdraw {
+                peer: self.peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let response = handle.await_response().await;
+            withdraw.id = None;
+            match response {
+                Ok(ClientResult::ElicitResult(r)) => answer_of(r.action, r.content.as_ref()),
+                Ok(_) => Answer::Failed("the client answered with something else".into()),
                 Err(e) => {
                     tracing_stderr(&format!("elicitation failed: {e}"));
-                    Answer::CannotAsk
+                    Answer::Failed(e.to_string())
                 }
             }
         })
     }
 }
 
+/// Sends `notifications/cancelled` for a question still open when it is dropped.
+struct Withdraw {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let notice: Result<CancelledNotificationParam, _> = serde_json::from_value(json!({
+                    "requestId": id,
+                    "reason": "the call that asked was cancelled",
+                }));
+                if let Ok(notice) = notice {
+                    let _ = peer.notify_cancelled(notice).await;
+                }
+            });
+        }
+    }
+}
+
 /// Records what would have been asked, to ask it through an input-required result instead
-/// (2026-07-28); with `approved`, answers yes to exactly that question.
+/// (2026-07-28); with `answered`, gives the person's answer to exactly that question.
 ///
 /// A program is asked about once, before anything runs (the gate works out its calls first), so
 /// the retry starts the program from the beginning with nothing done yet. A per-tool `ask`
 /// grant on a step asks again on its own, by design.
 struct DeferringConfirmer {
     asked: Mutex<Option<ConfirmRequest>>,
-    approved: Option<ConfirmRequest>,
+    answered: Option<(ConfirmRequest, Answer)>,
 }
 
 impl Confirmer for DeferringConfirmer {
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
-        let answer = match &self.approved {
-            Some(a) if a.tool == request.tool && a.args == request.args => Answer::Yes,
+        let answer = match &self.answered {
+            Some((a, answer)) if a.tool == request.tool && a.args == request.args => answer.clone(),
             _ => {
                 let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
                 if asked.is_none() {
@@ -332,7 +379,7 @@ impl ServerHandler for McpServer {
         let elicit = can_elicit(&context);
 
         // A retry carrying a person's answer to our input-required result.
-        let mut approved = None;
+        let mut answered = None;
         if let Some(state) = &request.request_state {
             let pending = self
                 .pending
@@ -360,19 +407,12 @@ impl ServerHandler for McpServer {
                 .unwrap_or(Value::Null);
             let action = serde_json::from_value::<ElicitationAction>(response["action"].clone())
                 .unwrap_or(ElicitationAction::Cancel);
-            if answer_of(action, response.get("content")) != Answer::Yes {
-                return Ok(to_result(Outcome::Denied {
-                    tool: p.tool,
-                    reason: "a person declined the call".into(),
-                })
-                .into());
-            }
-            approved = Some(p.asked);
+            answered = Some((p.asked, answer_of(action, response.get("content"))));
         }
 
         let deferring = Arc::new(DeferringConfirmer {
             asked: Mutex::new(None),
-            approved,
+            answered,
         });
         let confirmer: Arc<dyn Confirmer> = if modern && elicit {
             deferring.clone()
@@ -462,12 +502,6 @@ impl ServerHandler for McpServer {
             .map_err(|e| McpError::internal_error(format!("cannot build the confirmation request: {e}"), None))?;
             return Ok(result.into());
         }
-        if let Outcome::NeedsConfirmation { tool, reason } = outcome {
-            let how = format!(
-                "{reason}. This client cannot ask a person (no elicitation); allow it with `lmcp grants allow {tool}` in a terminal"
-            );
-            return Ok(to_result(Outcome::NeedsConfirmation { tool, reason: how }).into());
-        }
         Ok(to_result(outcome).into())
     }
 
@@ -535,24 +569,23 @@ const LIBRARY_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// [`LIBRARY_POLL`], and one deleted there goes.
 async fn watch_library(host: Arc<Host>) {
     let h = Arc::clone(&host);
-    let Ok(mut seen) = tokio::task::spawn_blocking(move || crate::library::Seen::now(&h)).await
-    else {
+    if tokio::task::spawn_blocking(move || crate::library::watch(&h))
+        .await
+        .is_err()
+    {
         return;
-    };
+    }
     let mut tick = tokio::time::interval(LIBRARY_POLL);
     tick.tick().await;
     loop {
         tick.tick().await;
         let h = Arc::clone(&host);
-        seen = match tokio::task::spawn_blocking(move || {
-            crate::library::sync(&h, &mut seen);
-            seen
-        })
-        .await
+        if tokio::task::spawn_blocking(move || crate::library::sync(&h))
+            .await
+            .is_err()
         {
-            Ok(s) => s,
-            Err(_) => return,
-        };
+            return;
+        }
         for w in host.take_warnings() {
             tracing_stderr(&w);
         }

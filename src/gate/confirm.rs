@@ -18,15 +18,20 @@ use super::approval::ShownCall;
 use crate::registry::Effect;
 use crate::text::escape_controls;
 
-/// A person's answer, or the lack of one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A person's answer, or the lack of one. Each is reported in its own words: a person who
+/// declined is not one who dismissed the question, nor a client that could not show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// Run it.
     Yes,
     /// Do not run it.
     No,
-    /// Nobody could be asked.
+    /// The person dismissed the question without answering (MCP's "cancel").
+    Dismissed,
+    /// Nobody could be asked (no terminal, a client without elicitation).
     CannotAsk,
+    /// The question could not be shown: the client answered with an error (its words).
+    Failed(String),
 }
 
 /// What the person is asked about.

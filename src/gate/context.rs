@@ -88,6 +88,8 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 #[derive(Clone)]
 pub struct CallContext {
     origin: Origin,
+    /// The front door the whole call tree came through (never `program`).
+    door: Origin,
     depth: u32,
     cancel: CancellationToken,
     deadline: Option<Instant>,
@@ -123,6 +125,7 @@ impl CallContext {
     pub fn root(origin: Origin, confirm: ConfirmMode) -> CallContext {
         CallContext {
             origin,
+            door: origin,
             depth: 0,
             cancel: CancellationToken::new(),
             deadline: None,
@@ -197,6 +200,12 @@ impl CallContext {
     /// Which front door started this call tree (or `program` for nested calls).
     pub fn origin(&self) -> Origin {
         self.origin
+    }
+
+    /// The front door the whole call tree came through, also for nested calls: how to tell the
+    /// person what to do is the door's business (a flag on the command line, a grant over MCP).
+    pub fn door(&self) -> Origin {
+        self.door
     }
 
     /// How many calls this one is nested in.

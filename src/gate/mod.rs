@@ -283,11 +283,26 @@ async fn decide_and_run(
                     reason: "a person declined the call".into(),
                 };
             }
+            Answer::Dismissed => {
+                return Outcome::Denied {
+                    tool: name,
+                    reason: "the person dismissed the question without allowing the call".into(),
+                };
+            }
             Answer::CannotAsk => {
                 return Outcome::NeedsConfirmation {
                     reason: format!(
-                        "{why} and nobody could be asked; confirm with --yes, or allow it \
-                         with `lmcp grants allow {name}`"
+                        "{why} and nobody could be asked; {}",
+                        how_to_allow(ctx.door(), &name)
+                    ),
+                    tool: name,
+                };
+            }
+            Answer::Failed(error) => {
+                return Outcome::NeedsConfirmation {
+                    reason: format!(
+                        "{why}, and the client failed to ask a person ({}); nothing was run",
+                        crate::text::escape_controls(&error)
                     ),
                     tool: name,
                 };
@@ -333,6 +348,23 @@ async fn decide_and_run(
 /// The program a call would run and what it may do: a gateway's resolved program, or a
 /// workflow's declared capabilities. `None` for tools that run no program.
 #[allow(clippy::type_complexity)]
+/// How a person can let `tool` run, in the words of the door the call came through.
+fn how_to_allow(door: Origin, tool: &str) -> String {
+    match door {
+        Origin::Mcp => format!(
+            "this MCP client cannot ask a person (it does not support elicitation): use a client \
+             that can, or allow it in a terminal with `lmcp grants allow {tool}`"
+        ),
+        Origin::Repl => format!(
+            "answer at the prompt on a terminal, switch with `/confirm yes`, or allow it with \
+             `lmcp grants allow {tool}`"
+        ),
+        Origin::Cli | Origin::Program => {
+            format!("confirm with --yes, or allow it with `lmcp grants allow {tool}`")
+        }
+    }
+}
+
 fn program_scope(
     host: &Arc<Host>,
     tool: &Tool,

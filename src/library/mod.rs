@@ -80,21 +80,59 @@ impl Seen {
     }
 }
 
+/// Starts watching the stores: from now on [`sync`] reloads what changed since this moment.
+pub fn watch(host: &Host) {
+    let now = Seen::now(host);
+    *host.library_seen() = Some(now);
+}
+
+/// Notes that this process just wrote or removed a custom tool's file (and has registered the
+/// change itself), so the watcher does not reload it and announce the same change twice.
+pub fn noted_custom_tool(host: &Host, path: &Path) {
+    if let Some(seen) = host.library_seen().as_mut() {
+        let key = path.display().to_string();
+        let stamp = file_stamp(path);
+        if stamp.is_empty() {
+            seen.custom_tools.remove(&key);
+        } else {
+            seen.custom_tools.insert(key, stamp);
+        }
+    }
+}
+
+/// Like [`noted_custom_tool`], for a skill's folder after an install, removal or change.
+pub fn noted_skill(host: &Host, name: &str, dir: &Path) {
+    if let Some(seen) = host.library_seen().as_mut() {
+        if dir.exists() {
+            seen.skills.insert(name.to_string(), folder_stamp(dir));
+        } else {
+            seen.skills.remove(name);
+        }
+    }
+}
+
 /// Brings the registry in line with the stores on disk after another process (the command line
 /// beside a long-running MCP server, say) saved, changed or removed custom tools or skills.
-/// Every change goes through the registry, so MCP clients hear `tools/list_changed`. Returns
-/// whether anything was reloaded or removed.
-pub fn sync(host: &Host, seen: &mut Seen) -> bool {
+/// Every change goes through the registry, so MCP clients hear `tools/list_changed`; changes
+/// this process made itself were noted when made, and are not reloaded. Returns whether
+/// anything was reloaded or removed; does nothing before [`watch`].
+pub fn sync(host: &Host) -> bool {
     let now = Seen::now(host);
+    let mut guard = host.library_seen();
+    let Some(seen) = guard.as_mut() else {
+        return false;
+    };
     if &now == seen {
         return false;
     }
+    let before = std::mem::replace(seen, now.clone());
+    drop(guard);
     for (path, stamp) in &now.custom_tools {
-        if seen.custom_tools.get(path) != Some(stamp) {
+        if before.custom_tools.get(path) != Some(stamp) {
             custom_tools::load_file(host, Path::new(path));
         }
     }
-    for path in seen.custom_tools.keys() {
+    for path in before.custom_tools.keys() {
         if !now.custom_tools.contains_key(path) {
             let name = Path::new(path)
                 .file_stem()
@@ -110,15 +148,14 @@ pub fn sync(host: &Host, seen: &mut Seen) -> bool {
         }
     }
     for (name, stamp) in &now.skills {
-        if seen.skills.get(name) != Some(stamp) {
+        if before.skills.get(name) != Some(stamp) {
             skills::load_one(host, name);
         }
     }
-    for name in seen.skills.keys() {
+    for name in before.skills.keys() {
         if !now.skills.contains_key(name) {
             skills::load_one(host, name);
         }
     }
-    *seen = now;
     true
 }

@@ -116,6 +116,7 @@ pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Comp
         compiled.spec.clone(),
         workflow_handler(Arc::clone(&compiled)),
     )?;
+    crate::library::noted_custom_tool(host, &path);
     Ok((compiled, exists))
 }
 
@@ -139,6 +140,7 @@ pub fn delete(host: &Host, name: &str) -> Result<()> {
         std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
     }
     host.registry().unregister(name);
+    crate::library::noted_custom_tool(host, &path);
     Ok(())
 }
 

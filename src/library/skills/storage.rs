@@ -158,6 +158,7 @@ pub fn install(host: &Host, package: Package) -> Result<(Value, bool)> {
     if meta.enabled {
         register_scripts(host, &package)?;
     }
+    crate::library::noted_skill(host, &name, &dest);
     Ok((summary(host, &package, &meta)?, old.is_some()))
 }
 
@@ -262,6 +263,7 @@ pub fn remove(host: &Host, name: &str) -> Result<bool> {
         let _ = std::fs::remove_file(values_path(host, name, secret));
     }
     unregister_scripts(host, name);
+    crate::library::noted_skill(host, name, &dir);
     Ok(true)
 }
 
@@ -323,6 +325,7 @@ pub fn set_enabled(host: &Host, name: &str, enabled: bool) -> Result<()> {
     if enabled {
         register_scripts(host, &p)?;
     }
+    crate::library::noted_skill(host, name, &skill_dir(host, name));
     Ok(())
 }
 
