@@ -22,6 +22,7 @@ local raw_setmetatable, raw_getmetatable, raw_rawset, raw_rawget = setmetatable,
 local raw_select, raw_type, raw_tostring, raw_pairs, raw_ipairs = select, type, tostring, pairs, ipairs
 local raw_collect = collectgarbage
 local co_create, co_resume, co_close = coroutine.create, coroutine.resume, coroutine.close
+local co_status = coroutine.status
 local concat, pack, unpack = table.concat, table.pack, table.unpack
 local check, interrupted = api.check, api.interrupted
 
@@ -84,13 +85,13 @@ co.create = function(f)
 end
 co.resume = resume
 co.close = function(c)
-  if raw_type(c) == "thread" and not closable[c] then
+  local status = raw_type(c) == "thread" and co_status(c)
+  if (status == "dead" or status == "suspended") and not closable[c] then
     check()
     raw_error("cannot close a coroutine stopped by its run's deadline or cancellation", 2)
   end
   return check(co_close(c))
 end
-local co_status = coroutine.status
 local table_pack, table_unpack = table.pack, table.unpack
 co.wrap = function(f)
   local c = co.create(f)
@@ -226,6 +227,12 @@ env.load = function(chunk, name, mode, chunk_env)
       parts[#parts + 1] = piece
     end
     chunk = concat(parts)
+  end
+  if raw_type(chunk) == "string" then
+    local refused = api.source_check(chunk, name)
+    if refused then
+      return nil, refused
+    end
   end
   return raw_load(chunk, name, "t", chunk_env)
 end
@@ -370,9 +377,11 @@ table.concat = function(t, sep, i, j)
 end
 
 -- table.sort compares in C: with a C comparator, C metamethods or a metatable's `__len`, no Lua
--- instruction may run for the whole sort. Comparisons go through a Lua function, except for a
--- plain list of only numbers or only strings, whose C sort needs no calls (and whose size is
--- bounded by memory).
+-- instruction may run for the whole sort. Comparisons go through a Lua function (each call is a
+-- chance for the hook), except for a plain list of only numbers, or of only strings of at most
+-- 16 MiB together, whose C sort needs no calls and little time (one long string repeated would
+-- make every comparison long).
+local SORT_FAST_BYTES = 16 * 1024 * 1024
 local function plain_list(t)
   if raw_type(t) ~= "table" or raw_getmetatable(t) ~= nil then
     return false
@@ -385,9 +394,17 @@ local function plain_list(t)
   if kind ~= "number" and kind ~= "string" then
     return false
   end
-  for k = 2, n do
-    if raw_type(raw_rawget(t, k)) ~= kind then
+  local bytes = 0
+  for k = 1, n do
+    local v = raw_rawget(t, k)
+    if raw_type(v) ~= kind then
       return false
+    end
+    if kind == "string" then
+      bytes = bytes + #v
+      if bytes > SORT_FAST_BYTES then
+        return false
+      end
     end
   end
   return true

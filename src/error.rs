@@ -41,7 +41,11 @@ impl std::fmt::Display for SchemaProblem {
 #[non_exhaustive]
 pub enum Error {
     /// No tool has this name; `suggestions` holds the closest registered names.
-    #[error("unknown tool `{name}`{}", suggest(suggestions))]
+    #[error(
+        "unknown tool `{}`{}",
+        crate::text::clip(name, 80),
+        suggest(suggestions)
+    )]
     UnknownTool {
         name: String,
         suggestions: Vec<String>,

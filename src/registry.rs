@@ -646,6 +646,10 @@ impl Registry {
 
     /// Up to three registered names closest to `name`, best first, for "did you mean".
     pub fn closest(&self, name: &str) -> Vec<String> {
+        // No tool name is longer than 64 bytes; comparing a huge one would only take time.
+        if name.len() > 128 {
+            return Vec::new();
+        }
         let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
         let mut scored: Vec<(f64, &String)> = tools
             .keys()

@@ -66,6 +66,19 @@ pub const MASK: &str = "********";
 /// Shortest value masked as a secret: shorter ones would mask ordinary text everywhere.
 pub const MIN_SECRET_CHARS: usize = 4;
 
+/// `s` cut to at most `max` characters, saying how long it was (a name or value echoed in an
+/// error, which may be megabytes long).
+pub fn clip(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let head: String = s.chars().take(max).collect();
+    if head.len() == s.len() {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(format!("{head}… ({} bytes)", s.len()))
+}
+
 /// The forms a secret takes when text is built from it without meaning to reveal it: as it is,
 /// JSON- or Lua-`%q`-escaped (`json.encode`, error messages quoting it), lower and upper case (a
 /// tool that normalises what it was given). Deliberate encodings are beyond exact matching.

@@ -420,6 +420,100 @@ fn c_loops_over_a_claimed_length_obey_the_deadline() {
     );
 }
 
+/// Work no instruction count sees obeys the deadline too: a loop of expensive C calls (stopped
+/// at its next call), a sort of long strings, a huge unknown tool name (no lookup over it), and
+/// compiling source Lua's parser is quadratic over (refused before it compiles, in the script
+/// itself, through `load`, and in a saved custom tool). `log` counts toward the output bound,
+/// and `json.decode` takes text in proportion to the memory limit.
+#[test]
+fn slow_c_work_obeys_the_deadline() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let script = h.join("slow.lua");
+    let chain = format!("return {}a", "a and ".repeat(150_000));
+    for (code, expected) in [
+        (
+            "local a = string.rep('a', 2e7) local f = utf8.len while true do f(a) end".to_string(),
+            "timed out after 1s",
+        ),
+        (
+            "local s = string.rep('a', 2e7) local t = {} for i = 1, 3000 do t[i] = s end \
+             table.sort(t)"
+                .to_string(),
+            "timed out after 1s",
+        ),
+        (
+            "local x = tools[string.rep('x', 1e7)]".to_string(),
+            "(10000000 bytes)",
+        ),
+        (
+            format!("local a = 1\n{chain}"),
+            "slow.lua:2: an expression with more than 500",
+        ),
+        (
+            format!("local f, e = load({chain:?}) error(e, 0)"),
+            "more than 500 `and`/`or` operators",
+        ),
+        (
+            "local s = string.rep('x', 1e6) while true do log.info(s) end".to_string(),
+            "print and log together",
+        ),
+        (
+            "json.decode('[' .. string.rep('0,', 6e6) .. '0]')".to_string(),
+            "at most 8388608 can be decoded",
+        ),
+        (
+            "coroutine.close(coroutine.running())".to_string(),
+            "cannot close",
+        ),
+    ] {
+        std::fs::write(&script, &code).unwrap();
+        let started = std::time::Instant::now();
+        let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let head = &code[..code.len().min(60)];
+        assert_eq!(out.status.code(), Some(1), "{head}: {err}");
+        assert!(
+            err.contains(expected),
+            "{head}: {}",
+            &err[..err.len().min(500)]
+        );
+        assert!(!err.contains("did not stop"), "{head}: {err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(4),
+            "{head}: took {:?}",
+            started.elapsed()
+        );
+    }
+    // closing the running coroutine keeps Lua's own message
+    std::fs::write(&script, "coroutine.close(coroutine.running())").unwrap();
+    let out = lmcp(h, &["run", script.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("deadline"));
+    // a custom tool whose body would compile for minutes is refused when saved
+    let def = json!({"name": "user_slow", "description": "slow", "lua": chain});
+    let file = h.join("slow.json");
+    std::fs::write(&file, def.to_string()).unwrap();
+    let out = lmcp(h, &["tool", "create", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("more than 500"), "{err}");
+    // a manifest run keeps --timeout
+    let manifest = h.join("wait.json");
+    std::fs::write(
+        &manifest,
+        r#"{"name": "w", "steps": [{"wait": {"seconds": 20}}]}"#,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = lmcp(
+        h,
+        &["run", manifest.to_str().unwrap(), "--yes", "--timeout", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timed out after 1s"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
 /// The metatables the host hands out are closed: a tool error's cannot get a `__gc` that keeps
 /// the process alive, nor can json.array's or the strings'.
 #[test]
@@ -633,5 +727,51 @@ fn serve_answers_bad_json_with_a_parse_error() {
         got.iter()
             .any(|l| l.contains("\"id\":1") && l.contains("serverInfo")),
         "{got:?}"
+    );
+}
+
+/// A tool the server's profile leaves out is named as such, with the flag that offers it (not
+/// "did you mean" itself), and a megabyte-long unknown name is answered at once, clipped.
+#[test]
+fn serve_names_tools_outside_its_profile() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = tempfile::tempdir().unwrap();
+    let mut child = common::spawn(home.path(), &["serve"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let call = |id: u32, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": {}}})
+    };
+    let lines = [
+        common::initialize(json!(1)),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(2, "run_command"),
+        call(3, &"x".repeat(5_000_000)),
+    ];
+    for l in lines {
+        stdin.write_all(format!("{l}\n").as_bytes()).unwrap();
+    }
+    stdin.flush().unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines().take(3) {
+        got.push(line.unwrap());
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let profile = got.iter().find(|l| l.contains("\"id\":2")).unwrap();
+    assert!(
+        profile.contains("not offered in the core profile")
+            && profile.contains("--profile full")
+            && !profile.contains("did you mean"),
+        "{profile}"
+    );
+    let long = got.iter().find(|l| l.contains("\"id\":3")).unwrap();
+    assert!(
+        long.contains("(5000000 bytes)") && long.len() < 1000,
+        "{}",
+        &long[..200]
     );
 }

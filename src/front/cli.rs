@@ -435,6 +435,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
                 &args.params,
                 args.yes,
                 args.plan_hash.as_deref(),
+                args.timeout,
                 json,
             )
             .await

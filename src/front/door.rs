@@ -136,7 +136,22 @@ pub(crate) async fn gated_with(
     confirmer: Arc<dyn Confirmer>,
     progress: bool,
 ) -> Outcome {
+    gated_within(host, tool, args, confirmer, progress, None).await
+}
+
+/// [`gated_with`] under a deadline (`--timeout`), when one is given.
+pub(crate) async fn gated_within(
+    host: &Arc<Host>,
+    tool: &str,
+    args: Value,
+    confirmer: Arc<dyn Confirmer>,
+    progress: bool,
+    timeout: Option<std::time::Duration>,
+) -> Outcome {
     let mut ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(confirmer);
+    if let Some(t) = timeout {
+        ctx = ctx.with_timeout(t);
+    }
     if progress {
         ctx = with_progress(ctx);
     }

@@ -368,8 +368,31 @@ impl ServerHandler for McpServer {
             .get(&name)
             .filter(|t| self.profile.includes(t.spec().profile))
         else {
+            if let Some(t) = self.host.registry().get(&name) {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "`{name}` is not offered in the {} profile; start the server with \
+                         `lmcp serve --profile {}` to use it",
+                        self.profile,
+                        t.spec().profile
+                    ),
+                    None,
+                ));
+            }
+            let in_profile = |n: &String| {
+                self.host
+                    .registry()
+                    .get(n)
+                    .is_some_and(|t| self.profile.includes(t.spec().profile))
+            };
             let e = Error::UnknownTool {
-                suggestions: self.host.registry().closest(&name),
+                suggestions: self
+                    .host
+                    .registry()
+                    .closest(&name)
+                    .into_iter()
+                    .filter(in_profile)
+                    .collect(),
                 name,
             };
             return Err(McpError::invalid_params(e.to_string(), None));

@@ -481,8 +481,10 @@ pub async fn run_manifest(
     params: &[String],
     yes: bool,
     plan_hash: Option<&str>,
+    timeout: Option<f64>,
     json: bool,
 ) -> Result<u8> {
+    let timeout = super::door::timeout_arg(timeout)?;
     let manifest = manifest_from_file(file)?;
     let given = typed_params(&manifest, params)?;
     // Through the gate like any run of a recipe: a deny on recipe_run stops it too.
@@ -490,8 +492,16 @@ pub async fn run_manifest(
     if let Some(h) = plan_hash {
         args["plan_hash"] = json!(h);
     }
-    let report = done(gated(host, "recipe_run", args, yes, !json).await)?;
-    let value = report;
+    let outcome = super::door::gated_within(
+        host,
+        "recipe_run",
+        args,
+        super::door::person(yes),
+        !json,
+        timeout,
+    )
+    .await;
+    let value = done(outcome)?;
     emit(json, &value, || {
         render_report(
             &value,

@@ -41,6 +41,9 @@ pub fn is_identifier(s: &str) -> bool {
 
 /// Compiles Lua source without running it. The error names the place as `chunk:LINE`.
 pub fn compile_lua(source: &str, chunk: &str) -> std::result::Result<(), String> {
+    if let Some(refused) = crate::script::refuse_slow_source(source, chunk) {
+        return Err(refused);
+    }
     let lua = mlua::Lua::new_with(mlua::StdLib::NONE, mlua::LuaOptions::new())
         .map_err(|e| e.to_string())?;
     lua.load(source)

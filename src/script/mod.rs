@@ -36,6 +36,10 @@
 //!   does not close). `__gc` finalizers always run with hooks off, so no metatable may hold
 //!   `__gc` — not when set, not added later by assignment or `rawset`. The metatables the host
 //!   hands out (tool errors, `json.array`, strings) are closed with `__metatable`.
+//! - **Compiling.** Compiling is one C call the hook cannot interrupt, and Lua's parser is
+//!   quadratic in two shapes (long `and`/`or` runs, many `goto`s); chunks with those at sizes
+//!   nobody writes by hand are refused before they compile ([`refuse_slow_source`]), in
+//!   scripts, `load` and saved programs alike.
 //! - **The backstop.** Should a run still not return within [`WATCHDOG_GRACE`] of its deadline
 //!   or cancellation, the process ends with a message rather than spin forever.
 //! - **Memory.** `set_memory_limit` turns allocation bombs into a "not enough memory" error; the
@@ -56,10 +60,12 @@
 pub mod convert;
 mod hook;
 pub mod patterns;
+mod sourcecheck;
 mod stdlib;
 pub mod types;
 mod vm;
 
+pub use sourcecheck::{MAX_GOTOS, MAX_LOGIC_CHAIN, refuse_slow_source};
 pub use stdlib::{STDLIB_MODULES, module_source};
 pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
 

@@ -89,6 +89,9 @@ enum Interruption {
     Cancelled,
 }
 
+/// `json.decode` takes text of at most this fraction of the Lua memory limit.
+pub const JSON_DECODE_FRACTION: usize = 8;
+
 /// How many times the capture limit a run may print to a terminal (`lmcp run`, the REPL).
 pub const TERMINAL_OUTPUT_FACTOR: usize = 64;
 
@@ -98,6 +101,10 @@ struct RunState {
     handle: tokio::runtime::Handle,
     ctx: Mutex<CallContext>,
     interrupted: AtomicBool,
+    /// Set by the limit timer at the deadline or on cancellation: the call hook's cheap check.
+    expired: Arc<AtomicBool>,
+    /// The limit timer of the current context.
+    timer: Mutex<Option<tokio::task::AbortHandle>>,
     why: Mutex<Option<Interruption>>,
     previews: Mutex<Vec<Preview>>,
     output: Output,
@@ -110,7 +117,53 @@ struct RunState {
     memory_limit: usize,
 }
 
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if let Some(timer) = self
+            .state
+            .timer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            timer.abort();
+        }
+    }
+}
+
 impl RunState {
+    /// (Re)starts the limit timer for the current context: it sets `expired` at the deadline or
+    /// when the cancellation token fires, so the call hook stops the run at its next call.
+    fn arm_timer(&self) {
+        self.expired.store(false, Ordering::Relaxed);
+        let (deadline, token) = {
+            let ctx = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+            (ctx.deadline(), ctx.cancel_token().clone())
+        };
+        let expired = Arc::clone(&self.expired);
+        let task = self.handle.spawn(async move {
+            let at_deadline = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = at_deadline => {}
+                _ = token.cancelled() => {}
+            }
+            expired.store(true, Ordering::Relaxed);
+        });
+        let old = self
+            .timer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(task.abort_handle());
+        if let Some(old) = old {
+            old.abort();
+        }
+    }
+
     /// Checks the deadline and the cancellation token; once interrupted, stays interrupted.
     fn poll(&self) -> Option<Interruption> {
         if self.interrupted.load(Ordering::Relaxed) {
@@ -165,14 +218,7 @@ impl RunState {
     fn write(&self, text: &str) -> mlua::Result<()> {
         match self.output {
             Output::Terminal => {
-                let cap = self.output_cap.saturating_mul(TERMINAL_OUTPUT_FACTOR);
-                let before = self.printed.fetch_add(text.len(), Ordering::Relaxed);
-                if before + text.len() > cap {
-                    return Err(mlua::Error::runtime(format!(
-                        "limit reached: the script printed more than {cap} bytes (the limit is \
-                         {TERMINAL_OUTPUT_FACTOR} × limits.lua_output_kb)"
-                    )));
-                }
+                self.count_printed(text.len())?;
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();
@@ -200,11 +246,29 @@ impl RunState {
         }
     }
 
-    fn log(&self, level: &str, message: &str) {
+    /// Counts `bytes` more printed by `print` or `log` straight out; past the bound the run
+    /// fails, naming the limit.
+    fn count_printed(&self, bytes: usize) -> mlua::Result<()> {
+        let cap = self.output_cap.saturating_mul(TERMINAL_OUTPUT_FACTOR);
+        let before = self.printed.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > cap {
+            return Err(mlua::Error::runtime(format!(
+                "limit reached: the script printed more than {cap} bytes (the limit is \
+                 {TERMINAL_OUTPUT_FACTOR} × limits.lua_output_kb, print and log together)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn log(&self, level: &str, message: &str) -> mlua::Result<()> {
         match self.output {
-            Output::Terminal => eprintln!("{level}: {message}"),
+            Output::Terminal => {
+                self.count_printed(level.len() + message.len() + 3)?;
+                eprintln!("{level}: {message}");
+            }
             Output::Capture => self.capture(&format!("[{level}] {message}\n")),
         }
+        Ok(())
     }
 }
 
@@ -238,6 +302,8 @@ impl Vm {
             handle,
             ctx: Mutex::new(ctx),
             interrupted: AtomicBool::new(false),
+            expired: Arc::new(AtomicBool::new(false)),
+            timer: Mutex::new(None),
             why: Mutex::new(None),
             previews: Mutex::new(Vec::new()),
             output: options.output,
@@ -278,11 +344,17 @@ impl Vm {
         super::hook::install(
             &lua,
             HOOK_EVERY,
-            Box::new(move || hook_state.poll().map(|why| hook_state.message(why))),
+            Box::new(move |call| {
+                if call && !hook_state.expired.load(Ordering::Relaxed) {
+                    return None;
+                }
+                hook_state.poll().map(|why| hook_state.message(why))
+            }),
         )
         .map_err(script_error)?;
         lua.set_memory_limit(options.limits.memory)
             .map_err(script_error)?;
+        state.arm_timer();
         Ok(Vm {
             lua,
             env,
@@ -297,6 +369,7 @@ impl Vm {
         *self.state.ctx.lock().unwrap_or_else(|p| p.into_inner()) = ctx;
         *self.state.why.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.state.interrupted.store(false, Ordering::Relaxed);
+        self.state.arm_timer();
         // the print bound is per run: each REPL line starts afresh
         self.state.printed.store(0, Ordering::Relaxed);
     }
@@ -358,6 +431,9 @@ impl Vm {
 
     /// Compiles a chunk in text mode, in the script environment.
     pub fn compile(&self, source: &str, chunk_name: &str) -> Result<Function> {
+        if let Some(message) = super::refuse_slow_source(source, chunk_name) {
+            return Err(Error::Script { message });
+        }
         self.lua
             .load(source)
             .set_name(format!("={chunk_name}"))
@@ -465,6 +541,7 @@ fn error_table(lua: &Lua, code: &str, message: &str, tool: &str) -> mlua::Result
 
 fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> mlua::Result<Table> {
     let api = lua.create_table()?;
+    let memory = state.memory_limit;
 
     let s = Arc::clone(state);
     api.set(
@@ -489,8 +566,7 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     api.set(
         "log",
         lua.create_function(move |_, (level, text): (String, mlua::LuaString)| {
-            s.log(&level, &text.to_string_lossy());
-            Ok(())
+            s.log(&level, &text.to_string_lossy())
         })?,
     )?;
 
@@ -597,7 +673,18 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     )?;
     api.set(
         "json_decode",
-        lua.create_function(|lua, text: mlua::LuaString| {
+        lua.create_function(move |lua, text: mlua::LuaString| {
+            // The parsed value lives outside the Lua memory limit until it is converted (at
+            // tens of bytes per element), so the text it comes from is bounded by that limit.
+            let limit = memory / JSON_DECODE_FRACTION;
+            if text.as_bytes().len() > limit {
+                return Err(mlua::Error::runtime(format!(
+                    "json.decode: the text is {} bytes; at most {limit} can be decoded (1/{} of \
+                     limits.lua_memory_mb)",
+                    text.as_bytes().len(),
+                    JSON_DECODE_FRACTION
+                )));
+            }
             let j: Json = serde_json::from_slice(&text.as_bytes())
                 .map_err(|e| mlua::Error::runtime(format!("json.decode: {e}")))?;
             convert::to_lua(lua, &j)
@@ -623,6 +710,16 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     )?;
 
     api.set("patterns", pattern_api(lua, state)?)?;
+    api.set(
+        "source_check",
+        lua.create_function(|_, (src, name): (mlua::LuaString, Option<String>)| {
+            let name = name.unwrap_or_else(|| "chunk".into());
+            Ok(super::refuse_slow_source(
+                &src.to_string_lossy(),
+                name.trim_start_matches(['=', '@']),
+            ))
+        })?,
+    )?;
     Ok(api)
 }
 

@@ -104,7 +104,11 @@ async fn run(
     timeout: Duration,
 ) -> Result<Value> {
     let started = Instant::now();
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    // Its own process group, so whatever it starts in the background ends with it.
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = command
         .args(argv)
         .current_dir(cwd)
         .stdin(if stdin.is_some() {
@@ -130,6 +134,7 @@ async fn run(
     }
     let out = tokio::spawn(capped(child.stdout.take()));
     let err = tokio::spawn(capped(child.stderr.take()));
+    let group = child.id();
     let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(status) => (
             Some(status.map_err(|e| Error::tool("run_command", e.to_string()))?),
@@ -140,7 +145,18 @@ async fn run(
             (None, true)
         }
     };
-    // A grandchild may hold the pipes open after the child exits: wait for them only briefly.
+    // What it left running in the background (`sleep 7 &`) would hold the pipes open and
+    // outlive the call: the whole group ends with the program.
+    #[cfg(unix)]
+    if let Some(pgid) = group.and_then(|id| i32::try_from(id).ok()) {
+        // SAFETY: killpg only sends a signal; the group is the one this call created.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = group;
+    // A grandchild that left the group may still hold the pipes: wait for them only briefly.
     let drain = Duration::from_secs(2);
     let (stdout, stdout_truncated) = tokio::time::timeout(drain, out)
         .await
@@ -223,6 +239,29 @@ mod tests {
         .unwrap();
         assert_eq!(v["stdout_truncated"], true);
         assert_eq!(v["stdout"].as_str().unwrap().len(), MAX_OUTPUT);
+    }
+
+    /// What a program leaves running in the background ends with it, and its output is kept.
+    #[tokio::test]
+    async fn background_children_end_with_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("still-running");
+        let script = format!("(sleep 3; touch '{}') & echo hi", marker.display());
+        let started = Instant::now();
+        let v = run(
+            "sh",
+            &["-c".into(), script],
+            dir.path(),
+            None,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert_eq!(v["stdout"], "hi\n", "{v}");
+        assert_eq!(v["timed_out"], false, "{v}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{v}");
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(!marker.exists(), "the background child outlived the call");
     }
 
     #[tokio::test]
