@@ -2,7 +2,9 @@
 //! - `gated_tool_call`: `tools.echo{text = "x"}` through the whole gate (private mode, so no
 //!   history write, like the gate bench's fast path);
 //! - `bare_callback`: a Rust function doing nothing, called from Lua;
-//! - `serde_round_trip`: the same one-field table through `from_value`/`to_value` only.
+//! - `serde_round_trip`: the same one-field table through `from_value`/`to_value` only;
+//! - `sandbox_lua_call` against `plain_lua_call`: a small Lua function called from Lua, in the
+//!   sandbox (whose limit hook runs before every call) and in a bare state without hooks.
 //!
 //! And, once per iteration, `sandbox_new`: building a fresh sandboxed state.
 //!
@@ -76,6 +78,23 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     group.bench_function("serde_round_trip", |b| {
         b.iter(|| serde_loop.call::<()>(CALLS).unwrap())
+    });
+
+    let add = "return function(n) local function add(a, b) return a + b end \
+               local s = 0 for i = 1, n do s = add(s, i) end return s end";
+    let sandboxed: Function = vm
+        .exec(add, "bench")
+        .unwrap()
+        .into_iter()
+        .next()
+        .and_then(|v| v.as_function().cloned())
+        .unwrap();
+    group.bench_function("sandbox_lua_call", |b| {
+        b.iter(|| sandboxed.call::<i64>(CALLS).unwrap())
+    });
+    let plain: Function = lua.load(add).eval().unwrap();
+    group.bench_function("plain_lua_call", |b| {
+        b.iter(|| plain.call::<i64>(CALLS).unwrap())
     });
     group.finish();
 

@@ -375,6 +375,11 @@ fn a_config_that_cannot_be_read_fails_closed_and_is_never_written_over() {
         err.contains("read-only") && err.contains("config repair"),
         "{err}"
     );
+    // and gives no advice that would itself be refused while the file is broken
+    assert!(
+        !err.contains("mode read-only off") && !err.contains("grants allow"),
+        "{err}"
+    );
     assert!(!h.join("data/workspace/a.txt").exists());
     // a read asks (every grant is ask), so with nobody to ask it does not run
     let out = lmcp(h, &["call", "calculate", r#"{"expression": "1+1"}"#]);

@@ -38,7 +38,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List the tools: name, effect, kind, availability.
+    /// List the tools: name, effect, availability, title.
     Tools {
         /// Which tool list: core (everyday) or full (everything).
         #[arg(long, value_enum, default_value_t = ProfileArg::Full)]
@@ -329,7 +329,11 @@ pub enum Switch {
 
 /// Parses the command line and runs it; the process exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let parsed = super::docs::definition()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -393,8 +397,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Some(c) => c,
         None if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => Command::Repl,
         None => {
-            use clap::CommandFactory;
-            let _ = Cli::command().print_help();
+            let _ = super::docs::definition().print_help();
             return Ok(2);
         }
     };
@@ -409,7 +412,8 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Repl => {
             let host = Arc::clone(host);
             let handle = tokio::runtime::Handle::current();
-            tokio::task::spawn_blocking(move || super::repl::run_blocking(host, handle))
+            let ctrl_c = super::door::CtrlC::listen();
+            tokio::task::spawn_blocking(move || super::repl::run_blocking(host, handle, ctrl_c))
                 .await
                 .map_err(|e| Error::Usage(format!("the REPL stopped: {e}")))?
         }

@@ -17,17 +17,82 @@ use crate::registry::{Kind, Profile};
 /// The width help is rendered at in the generated reference (and when stdout is no terminal).
 pub const HELP_WIDTH: usize = 100;
 
+/// The environment variables lmcp reads: (name, what it does).
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "LMCP_HOME",
+        "Keep everything (settings, history, saved programs, workspace) under this absolute folder \
+         instead of the platform's folders.",
+    ),
+    (
+        "LMCP_OUTPUT_SCHEMAS",
+        "With 1, lmcp serve lists each tool's output schema in tools/list.",
+    ),
+];
+
+/// The exit codes, stable across versions: (code, meaning).
+pub const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "Done, or previewed."),
+    ("1", "The tool failed (including a time or memory limit)."),
+    ("2", "Bad usage, an unknown tool or invalid arguments."),
+    ("3", "Denied, unavailable, or not confirmed."),
+];
+
+/// The files lmcp keeps: (where, what).
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "config.json",
+        "Grants, modes, roots and limits, in the config folder (lmcp paths shows it).",
+    ),
+    (
+        "history.jsonl",
+        "The most recent calls, shapes only, in the data folder.",
+    ),
+    (
+        "recipes/, tools/, skills/",
+        "Saved recipes, custom tools and installed skills, in the data folder (a skill's config \
+         values under skills/ in the config folder).",
+    ),
+    (
+        "workspace/, workspaces/",
+        "The file tools' default folder, and the image workspaces of build_image_pdf, in the \
+         data folder.",
+    ),
+];
+
+/// The notes under the main command's long help: environment, exit status, files.
+fn notes() -> String {
+    let block = |title: &str, rows: &[(&str, &str)]| {
+        let mut out = format!("{title}:\n");
+        for (name, what) in rows {
+            out.push_str(&format!("  {name}\n          {what}\n"));
+        }
+        out
+    };
+    [
+        block("Environment", ENVIRONMENT),
+        block("Exit status", EXIT_STATUS),
+        block("Files", FILES),
+    ]
+    .join("\n")
+}
+
+/// The command-line definition the binary parses with: the derive's, plus the notes.
+pub fn definition() -> clap::Command {
+    super::cli::Cli::command().after_long_help(notes())
+}
+
 /// The whole command-line definition, built, so every subcommand knows its full name
 /// (`lmcp tool show`).
 pub fn command() -> clap::Command {
-    let mut cmd = super::cli::Cli::command();
+    let mut cmd = definition();
     cmd.build();
     cmd
 }
 
 /// The completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
-    let mut cmd = super::cli::Cli::command();
+    let mut cmd = definition();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "lmcp", &mut out);
     out
@@ -50,7 +115,38 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     cmd.build();
     let mut pages = Vec::new();
     add(&cmd, &mut pages);
+    pages[0].1 = root_page(cmd);
     pages
+}
+
+/// The main page: clap_mangen's sections, then ENVIRONMENT, EXIT STATUS and FILES.
+fn root_page(cmd: clap::Command) -> Vec<u8> {
+    use clap_mangen::roff::{Roff, bold, roman};
+    let man = clap_mangen::Man::new(cmd);
+    let mut out = Vec::new();
+    // Rendering into memory cannot fail.
+    let _ = man.render_title(&mut out);
+    let _ = man.render_name_section(&mut out);
+    let _ = man.render_synopsis_section(&mut out);
+    let _ = man.render_description_section(&mut out);
+    let _ = man.render_options_section(&mut out);
+    let _ = man.render_subcommands_section(&mut out);
+    let mut roff = Roff::default();
+    for (title, rows) in [
+        ("ENVIRONMENT", ENVIRONMENT),
+        ("EXIT STATUS", EXIT_STATUS),
+        ("FILES", FILES),
+    ] {
+        roff.control("SH", [title]);
+        for (name, what) in rows {
+            roff.control("TP", []);
+            roff.text([bold(*name)]);
+            roff.text([roman(*what)]);
+        }
+    }
+    let _ = roff.to_writer(&mut out);
+    let _ = man.render_version_section(&mut out);
+    out
 }
 
 /// `lmcp man`: the main page to stdout, or every page written into `dir`.
@@ -95,7 +191,7 @@ fn add_help(cmd: &clap::Command, path: &mut Vec<String>, out: &mut String) {
     argv.extend(path.iter().cloned());
     argv.push("--help".into());
     // clap's own --help path, so the text is what the binary prints
-    let help = match super::cli::Cli::command()
+    let help = match definition()
         .term_width(HELP_WIDTH)
         .try_get_matches_from(&argv)
     {

@@ -207,11 +207,45 @@ pub(crate) async fn call_tool(
 /// Cancels the context's call tree when the user presses Ctrl-C.
 pub(crate) fn cancel_on_ctrl_c(ctx: &CallContext) {
     let cancel = ctx.cancel_token().clone();
+    let mut ctrl_c = CtrlC::listen();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if ctrl_c.next().await {
             cancel.cancel();
         }
     });
+}
+
+/// Ctrl-C, listened for from the moment it is made. tokio's `ctrl_c()` registers only when a
+/// task first polls it: a Ctrl-C before that killed the process (or was lost, when SIGINT came
+/// in ignored), which happened under load. Make it on the runtime, before the work starts.
+pub struct CtrlC {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl CtrlC {
+    /// Starts listening now. Call it on a runtime thread.
+    pub fn listen() -> CtrlC {
+        CtrlC {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
+        }
+    }
+
+    /// Waits for the next Ctrl-C; false when none can come.
+    pub async fn next(&mut self) -> bool {
+        #[cfg(unix)]
+        {
+            match &mut self.signal {
+                Some(s) => s.recv().await.is_some(),
+                None => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c().await.is_ok()
+        }
+    }
 }
 
 /// Picks how a command-line run confirms: `--yes` confirms everything; on a terminal each

@@ -96,10 +96,14 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
                 }
                 list.iter()
                     .map(|r| {
+                        let body = if r["body"] == "lua" {
+                            "    Lua".to_string()
+                        } else {
+                            format!("{:>3} step(s)", r["step_count"])
+                        };
                         format!(
-                            "{:<28} {:>3} step(s)  {}\n",
+                            "{:<28} {body}  {}\n",
                             r["name"].as_str().unwrap_or(""),
-                            r["step_count"],
                             r["description"].as_str().unwrap_or("")
                         )
                     })

@@ -286,10 +286,14 @@ impl Drop for Finished<'_> {
 
 /// Ctrl-C cancels the running chunk; should it still run [`script::WATCHDOG_GRACE`] later (a C
 /// call no hook can interrupt), the process ends rather than hang the terminal.
-fn watch_ctrl_c(current: Arc<Mutex<Running>>, handle: &tokio::runtime::Handle) {
+fn watch_ctrl_c(
+    current: Arc<Mutex<Running>>,
+    handle: &tokio::runtime::Handle,
+    mut ctrl_c: super::door::CtrlC,
+) {
     let runtime = handle.clone();
     handle.spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
+        while ctrl_c.next().await {
             let line = {
                 let running = current.lock().unwrap_or_else(|p| p.into_inner());
                 running.token.cancel();
@@ -460,10 +464,15 @@ fn mode_name(m: ConfirmMode) -> &'static str {
 }
 
 /// Runs the REPL until Ctrl-D or `/quit`. Call it from a blocking thread (not a runtime worker):
-/// Lua waits for gated calls with `handle.block_on`.
-pub fn run_blocking(host: Arc<Host>, handle: tokio::runtime::Handle) -> Result<u8> {
+/// Lua waits for gated calls with `handle.block_on`. `ctrl_c` must be listening already (made on
+/// the runtime before this thread started).
+pub fn run_blocking(
+    host: Arc<Host>,
+    handle: tokio::runtime::Handle,
+    ctrl_c: super::door::CtrlC,
+) -> Result<u8> {
     let current = Arc::new(Mutex::new(Running::default()));
-    watch_ctrl_c(Arc::clone(&current), &handle);
+    watch_ctrl_c(Arc::clone(&current), &handle, ctrl_c);
     let config = host.config();
     let options = VmOptions {
         limits: config.limits.script(),

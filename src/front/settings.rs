@@ -202,6 +202,10 @@ pub(super) fn config_cmd(host: &Arc<Host>, action: ConfigCommand, json: bool) ->
             let ok = problem.is_none() && warnings.is_empty();
             let value = json!({"path": path, "ok": ok, "problem": problem, "warnings": warnings});
             emit(json, &value, || match &problem {
+                None if warnings.is_empty() && !path.exists() => format!(
+                    "{} does not exist yet: lmcp runs on the defaults (a setting saves it)",
+                    path.display()
+                ),
                 None if warnings.is_empty() => format!("{} is fine", path.display()),
                 None => format!(
                     "{} can be read, but:\n  {}",
@@ -282,13 +286,16 @@ pub(super) fn roots(host: &Arc<Host>, action: RootsCommand, json: bool) -> Resul
             if let Some(why) = too_wide(host, &real)
                 && !yes
             {
-                return Err(Error::Refused(format!(
-                    "{} is {why}. The file tools could then reach everything under it, except \
-                     lmcp's own settings and data ({}), which stay protected. Add it with --yes \
-                     if that is what you want, or add a narrower folder",
-                    real.display(),
-                    protected_list(host)
-                )));
+                return Err(Error::NeedsConfirmation {
+                    tool: "roots add".into(),
+                    reason: format!(
+                        "{} is {why}. The file tools could then reach everything under it, \
+                         except lmcp's own settings and data ({}), which stay protected. Add it \
+                         with --yes if that is what you want, or add a narrower folder",
+                        real.display(),
+                        protected_list(host)
+                    ),
+                });
             }
             let added = host.update_config(|c| {
                 if c.roots.contains(&real) {

@@ -399,8 +399,10 @@ fn record_in_plan(ctx: &CallContext, tool: &str, args: &Value, previewed: bool) 
 /// A refusal made while the config cannot be read says so: the reason may be the fail-closed
 /// policy rather than the person's own settings.
 fn with_config_problem(host: &Host, outcome: Outcome) -> Outcome {
+    // While the config cannot be read, the usual advice (a grant, a mode switch) would be
+    // refused too: what helps is fixing or repairing the file.
     let note = |reason: String| match host.config_problem() {
-        Some(p) => format!("{reason} ({p})"),
+        Some(p) => format!("refused because {p}"),
         None => reason,
     };
     match outcome {

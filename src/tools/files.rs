@@ -64,8 +64,12 @@ pub fn write_spec() -> ToolSpec {
     )
     .summary(|args| {
         let bytes = args["content"].as_str().map_or(0, str::len);
-        let verb = if args["overwrite"].as_bool() == Some(true) { "write (replacing)" } else { "write" };
-        format!("{verb} {bytes} bytes to {}", args["path"].as_str().unwrap_or("?"))
+        let path = args["path"].as_str().unwrap_or("?");
+        if args["overwrite"].as_bool() == Some(true) {
+            format!("write {bytes} bytes to {path}, replacing it if it exists")
+        } else {
+            format!("write {bytes} bytes to {path}")
+        }
     })
     .output(json!({
         "type": "object",
