@@ -80,6 +80,7 @@ function tools.asset_get(args) end
 ---@field height integer
 ---@field bytes integer
 ---@field sha256 string
+---@field imported string When it was imported (RFC 3339)
 ---Copy a local image file (JPEG, PNG, GIF, WebP, TIFF or BMP, inside the allowed roots) into a
 ---workspace. Returns {asset_id, media_type, width, height, bytes, sha256}. Local files only: needs
 ---the stdio transport.
@@ -342,7 +343,7 @@ function tools.report_friction(args) end
 ---@field stdin? string Text sent to the program's standard input
 ---@field timeout_seconds? integer
 ---@class run_command_result
----@field exit_code integer|nil
+---@field exit_code? integer Absent when the program did not exit by itself (it timed out or was killed by a signal)
 ---@field stdout string
 ---@field stderr string
 ---@field stdout_truncated boolean

@@ -288,8 +288,13 @@ fn tracing_stderr(message: &str) {
 }
 
 /// Turns an outcome into a tool result: structured content plus the same JSON as text, or an
-/// `isError` result with a message and structured details.
-fn to_result(outcome: Outcome) -> CallToolResult {
+/// `isError` result whose first text is the message and whose second is the error as JSON.
+///
+/// An error result carries structured content only when the client was not given an output
+/// schema for the tool (`schema_listed` false): clients validate structured content against
+/// the declared schema even on errors, and SDK 1.x clients then threw the real message away.
+/// (Previews never reach here: MCP calls run confirmed, asking through the client.)
+fn to_result(outcome: Outcome, schema_listed: bool) -> CallToolResult {
     match outcome {
         Outcome::Done(v) => {
             let structured = if v.is_object() {
@@ -310,8 +315,15 @@ fn to_result(outcome: Outcome) -> CallToolResult {
                 Outcome::Failed(e) => e.to_string(),
                 _ => String::new(),
             };
-            let mut r = CallToolResult::structured_error(j);
-            r.content = vec![ContentBlock::text(message)];
+            let mut r = if schema_listed {
+                CallToolResult::error(vec![])
+            } else {
+                CallToolResult::structured_error(j.clone())
+            };
+            r.content = vec![
+                ContentBlock::text(message),
+                ContentBlock::text(j.to_string()),
+            ];
             r
         }
     }
@@ -525,7 +537,8 @@ impl ServerHandler for McpServer {
             .map_err(|e| McpError::internal_error(format!("cannot build the confirmation request: {e}"), None))?;
             return Ok(result.into());
         }
-        Ok(to_result(outcome).into())
+        let schema_listed = self.output_schemas && tool.spec().output_schema.is_some();
+        Ok(to_result(outcome, schema_listed).into())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -640,6 +653,48 @@ mod tests {
     use super::*;
     use crate::gate::ShownCall;
     use crate::registry::Effect;
+
+    /// Error results carry no structured content when the tool's output schema was listed
+    /// (clients would validate it against the schema), and keep it otherwise; the message is
+    /// the first text either way, and the error's JSON the second.
+    #[test]
+    fn error_results_meet_declared_schemas() {
+        let errors = || {
+            vec![
+                Outcome::Failed(Error::tool("calculate", "division by zero")),
+                Outcome::Denied {
+                    tool: "write_file".into(),
+                    reason: "a person declined the call".into(),
+                },
+                Outcome::NeedsConfirmation {
+                    tool: "write_file".into(),
+                    reason: "nobody could be asked".into(),
+                },
+                Outcome::Failed(Error::Cancelled),
+            ]
+        };
+        for (outcome, again) in errors().into_iter().zip(errors()) {
+            let listed = to_result(outcome, true);
+            assert_eq!(listed.is_error, Some(true), "{again:?}");
+            assert!(listed.structured_content.is_none(), "{again:?}");
+            let texts: Vec<String> = listed
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect();
+            assert_eq!(texts.len(), 2, "{again:?}");
+            assert!(
+                !texts[0].is_empty() && !texts[0].starts_with('{'),
+                "{texts:?}"
+            );
+            let j: Value = serde_json::from_str(&texts[1]).unwrap();
+            assert!(j.get("outcome").is_some(), "{j}");
+            let unlisted = to_result(again, false);
+            assert!(unlisted.structured_content.is_some());
+        }
+        let done = to_result(Outcome::Done(json!({"value": 1})), true);
+        assert_eq!(done.structured_content, Some(json!({"value": 1})));
+    }
 
     #[test]
     fn the_elicitation_message_shows_controls_escaped_and_every_call() {

@@ -295,7 +295,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             )
             .effect(Effect::Write, write)
             .requires(Requirements { terminal: false, local_files: true })
-            .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256"]})),
+            .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}, "imported": {"type": "string", "description": "When it was imported (RFC 3339)"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256", "imported"]})),
             handler(|inv| async move {
                 let (host, args) = (inv.host, inv.args);
                 let a = tokio::task::spawn_blocking(move || import(&host, args["workspace_id"].as_str().unwrap_or(""), args["path"].as_str().unwrap_or("")))

@@ -60,7 +60,7 @@ pub fn spec() -> ToolSpec {
     .output(json!({
         "type": "object",
         "properties": {
-            "exit_code": {"type": ["integer", "null"]},
+            "exit_code": {"type": "integer", "description": "Absent when the program did not exit by itself (it timed out or was killed by a signal)"},
             "stdout": {"type": "string"},
             "stderr": {"type": "string"},
             "stdout_truncated": {"type": "boolean"},
@@ -68,7 +68,7 @@ pub fn spec() -> ToolSpec {
             "timed_out": {"type": "boolean"},
             "duration_ms": {"type": "integer"}
         },
-        "required": ["exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "timed_out", "duration_ms"]
+        "required": ["stdout", "stderr", "stdout_truncated", "stderr_truncated", "timed_out", "duration_ms"]
     }))
 }
 
@@ -168,15 +168,19 @@ async fn run(
         .ok()
         .and_then(|r| r.ok())
         .unwrap_or_default();
-    Ok(json!({
-        "exit_code": status.and_then(|s| s.code()),
+    let mut result = json!({
         "stdout": stdout,
         "stderr": stderr,
         "stdout_truncated": stdout_truncated,
         "stderr_truncated": stderr_truncated,
         "timed_out": timed_out,
         "duration_ms": started.elapsed().as_millis() as u64,
-    }))
+    });
+    // Absent rather than null: a nullable type is not portable JSON Schema.
+    if let Some(code) = status.and_then(|s| s.code()) {
+        result["exit_code"] = json!(code);
+    }
+    Ok(result)
 }
 
 /// Reads a pipe to its end, keeping the first [`MAX_OUTPUT`] bytes (as lossy UTF-8).
@@ -277,7 +281,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(v["timed_out"], true);
-        assert_eq!(v["exit_code"], Value::Null);
+        assert!(v.get("exit_code").is_none(), "{v}");
         let e = run(
             "no-such-program-xyz",
             &[],
