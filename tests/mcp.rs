@@ -64,3 +64,44 @@ fn handshake_era_2025_11_25() {
 fn discovery_era_2026_07_28() {
     run_scenarios("2026-07-28");
 }
+
+/// The official TypeScript SDK clients (1.x, and v2 in both generations), with and without
+/// output schemas: `tests/interop/ts/scenarios.mjs`, installed by `npm ci --prefix
+/// tests/interop/ts` (as `.ci/run` does).
+#[test]
+fn typescript_sdk_clients() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir()
+            && dir
+                .join("node_modules/@modelcontextprotocol/client")
+                .is_dir(),
+        "the TypeScript interop tests need their packages: `npm ci --prefix tests/interop/ts` \
+         (the .ci/run script runs it)"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new("node")
+        .arg(dir.join("scenarios.mjs"))
+        .env("LMCP", common::bin())
+        .env("LMCP_HOME", home.path())
+        .output()
+        .expect("run node (Node.js 18 or later)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "TypeScript scenarios failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    for client in [
+        "sdk1 2025-11-25",
+        "v2-legacy 2025-11-25",
+        "v2-modern 2026-07-28",
+    ] {
+        for schemas in ["schemas=off", "schemas=on"] {
+            for scenario in ["error results", "list_changed", "results meet schemas"] {
+                let line = format!("{client} {schemas} {scenario} ok");
+                assert!(stdout.contains(&line), "missing `{line}`\n{stdout}");
+            }
+        }
+    }
+}

@@ -170,4 +170,86 @@ fn types_are_generated_from_the_registry() {
         Some(0)
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    // what a checker needs besides the tools: a skill's config, the header's array and object,
+    // previews from state-changing tools, and the sandbox's os with no io
+    for wanted in [
+        "config = {}",
+        "---@alias array any[]",
+        "---@alias object table<string, any>",
+        "---@return write_file_result|Preview",
+        "---@return calculate_result\n",
+        "function os.clock() end",
+        "---@deprecated The sandbox has no io library",
+        "---@deprecated Not in the sandbox: pass values as params",
+    ] {
+        assert!(text.contains(wanted), "{wanted}");
+    }
+}
+
+/// `lmcp types -o DIR --config`: the definitions and the bundled modules in DIR, and the
+/// editor configs in the current folder pointing at it; a config with other settings is left
+/// alone unless --force.
+#[test]
+fn types_for_an_editor_project() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(common::bin())
+            .args(args)
+            .current_dir(project.path())
+            .env("LMCP_HOME", home.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["types", "-o", ".lmcp", "--config"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for file in [
+        "lmcp.lua",
+        "tbl.lua",
+        "retry.lua",
+        "inspect.lua",
+        "test.lua",
+    ] {
+        assert!(project.path().join(".lmcp").join(file).is_file(), "{file}");
+    }
+    let emmy: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project.path().join(".emmyrc.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(emmy["workspace"]["library"][0], ".lmcp");
+    assert_eq!(emmy["runtime"]["version"], "Lua5.4");
+    assert_eq!(
+        emmy["diagnostics"]["disable"][0], "annotation-usage-error",
+        "program headers are accepted"
+    );
+    let luals: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.path().join(".luarc.json")).unwrap())
+            .unwrap();
+    assert_eq!(luals["workspace.library"][0], ".lmcp");
+    assert_eq!(luals["runtime.builtin"]["io"], "disable");
+    // again: same files, nothing to refuse
+    assert_eq!(
+        run(&["types", "-o", ".lmcp", "--config"]).status.code(),
+        Some(0)
+    );
+    // a config of the person's own is not replaced without --force
+    std::fs::write(project.path().join(".luarc.json"), "{\"mine\": true}").unwrap();
+    let out = run(&["types", "-o", ".lmcp", "--config"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert_eq!(
+        std::fs::read_to_string(project.path().join(".luarc.json")).unwrap(),
+        "{\"mine\": true}"
+    );
+    assert_eq!(
+        run(&["types", "-o", ".lmcp", "--config", "--force"])
+            .status
+            .code(),
+        Some(0)
+    );
 }

@@ -18,6 +18,15 @@
 ---@type table<string, any>
 params = {}
 
+---A skill script's config values, by key (secret ones included); empty elsewhere.
+---@type table<string, any>
+config = {}
+
+---A list, as a program header's `---@param name array` declares one.
+---@alias array any[]
+---A map, as a program header's `---@param name object` declares one.
+---@alias object table<string, any>
+
 ---@class json
 ---@field null lightuserdata  JSON null
 json = {}
@@ -57,9 +66,46 @@ function lmcp.has_tool(name) end
 ---@return Preview[]
 function lmcp.previews() end
 
----Every registered tool, called through the gate. A failed call raises a ToolError.
+---Every registered tool, called through the gate. A failed call raises a ToolError. A call
+---that changes state returns a Preview instead of its result when the run only previews.
 ---@class tools
 tools = {}
+
+---The sandbox's os: time, date and clock only.
+---@class os
+os = {}
+---@param t? table
+---@return integer
+function os.time(t) end
+---@param format? string
+---@param time? integer
+---@return string|table
+function os.date(format, time) end
+---@return number
+function os.clock() end
+---@deprecated Not in the sandbox: run programs with tools.run_command.
+function os.execute(...) end
+---@deprecated Not in the sandbox: a script ends by returning.
+function os.exit(...) end
+---@deprecated Not in the sandbox: pass values as params (or a skill's config).
+function os.getenv(...) end
+---@deprecated Not in the sandbox: files go through the file tools.
+function os.remove(...) end
+---@deprecated Not in the sandbox: files go through the file tools.
+function os.rename(...) end
+---@deprecated Not in the sandbox.
+function os.tmpname(...) end
+---@deprecated Not in the sandbox.
+function os.setlocale(...) end
+---@deprecated Not in the sandbox: subtract the two times.
+function os.difftime(...) end
+
+---@deprecated The sandbox has no io library: use tools.read_file and tools.write_file.
+io = nil
+---@deprecated Not in the sandbox: use require for the bundled modules.
+function dofile(...) end
+---@deprecated Not in the sandbox: use load with text.
+function loadfile(...) end
 
 ---@class asset_get_args
 ---@field workspace_id string The workspace's id (a UUID)
@@ -86,7 +132,7 @@ function tools.asset_get(args) end
 ---the stdio transport.
 ---effect: write
 ---@param args asset_import_args
----@return asset_import_result
+---@return asset_import_result|Preview
 function tools.asset_import(args) end
 
 ---@class asset_list_args
@@ -119,7 +165,7 @@ function tools.asset_list(args) end
 ---to a new output folder.
 ---effect: write
 ---@param args build_image_pdf_args
----@return build_image_pdf_result
+---@return build_image_pdf_result|Preview
 function tools.build_image_pdf(args) end
 
 ---@class calculate_args
@@ -154,7 +200,7 @@ function tools.calculate(args) end
 ---replace: true.
 ---effect: write
 ---@param args custom_tool_create_args
----@return any
+---@return any|Preview
 function tools.custom_tool_create(args) end
 
 ---@class custom_tool_delete_args
@@ -162,7 +208,7 @@ function tools.custom_tool_create(args) end
 ---Delete a saved custom tool (user_*). Only when asked to: it cannot be undone.
 ---effect: write (destructive)
 ---@param args custom_tool_delete_args
----@return any
+---@return any|Preview
 function tools.custom_tool_delete(args) end
 
 ---@class custom_tool_list_args
@@ -180,7 +226,7 @@ function tools.custom_tool_list(args) end
 ---waiting, problems}.
 ---effect: send
 ---@param args? friction_flush_args
----@return any
+---@return any|Preview
 function tools.friction_flush(args) end
 
 ---@class friction_log_args
@@ -237,7 +283,7 @@ function tools.read_file(args) end
 ---Delete a saved recipe. It cannot be undone.
 ---effect: write (destructive)
 ---@param args recipe_delete_args
----@return any
+---@return any|Preview
 function tools.recipe_delete(args) end
 
 ---@class recipe_export_args
@@ -266,7 +312,7 @@ function tools.recipe_get(args) end
 ---availability here. With check_only: true it only reports.
 ---effect: write
 ---@param args recipe_import_args
----@return any
+---@return any|Preview
 function tools.recipe_import(args) end
 
 ---@class recipe_list_args
@@ -292,7 +338,7 @@ function tools.recipe_list(args) end
 ---is that of the recipe's tools.
 ---effect: write
 ---@param args? recipe_run_args
----@return any
+---@return any|Preview
 function tools.recipe_run(args) end
 
 ---@class recipe_save_args
@@ -310,7 +356,7 @@ function tools.recipe_run(args) end
 ---step_count}.
 ---effect: write
 ---@param args recipe_save_args
----@return any
+---@return any|Preview
 function tools.recipe_save(args) end
 
 ---@class report_friction_args
@@ -333,7 +379,7 @@ function tools.recipe_save(args) end
 ---anonymous signals off.
 ---effect: send
 ---@param args report_friction_args
----@return report_friction_result
+---@return report_friction_result|Preview
 function tools.report_friction(args) end
 
 ---@class run_command_args
@@ -355,7 +401,7 @@ function tools.report_friction(args) end
 ---KiB), and whether it timed out. Desktop only: unavailable without terminal access.
 ---effect: write (destructive)
 ---@param args run_command_args
----@return run_command_result
+---@return run_command_result|Preview
 function tools.run_command(args) end
 
 ---@class skill_call_args
@@ -367,7 +413,7 @@ function tools.run_command(args) end
 ---Timeout 300 s unless the script's @timeout says otherwise.
 ---effect: write
 ---@param args skill_call_args
----@return any
+---@return any|Preview
 function tools.skill_call(args) end
 
 ---@class skill_config_args
@@ -377,7 +423,7 @@ function tools.skill_call(args) end
 ---apart, readable by the user only, and never shown again.
 ---effect: write
 ---@param args skill_config_args
----@return any
+---@return any|Preview
 function tools.skill_config(args) end
 
 ---@class skill_enable_args
@@ -387,7 +433,7 @@ function tools.skill_config(args) end
 ---disappear.
 ---effect: write
 ---@param args skill_enable_args
----@return any
+---@return any|Preview
 function tools.skill_enable(args) end
 
 ---@class skill_get_args
@@ -410,7 +456,7 @@ function tools.skill_get(args) end
 ---updated (installtime kept); an invalid package changes nothing.
 ---effect: write
 ---@param args skill_install_args
----@return any
+---@return any|Preview
 function tools.skill_install(args) end
 
 ---@class skill_list_args
@@ -427,7 +473,7 @@ function tools.skill_list(args) end
 ---installed.
 ---effect: write (destructive)
 ---@param args skill_remove_args
----@return any
+---@return any|Preview
 function tools.skill_remove(args) end
 
 ---@class workspace_create_args
@@ -438,7 +484,7 @@ function tools.skill_remove(args) end
 ---Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}.
 ---effect: write
 ---@param args workspace_create_args
----@return workspace_create_result
+---@return workspace_create_result|Preview
 function tools.workspace_create(args) end
 
 ---@class workspace_delete_args
@@ -446,7 +492,7 @@ function tools.workspace_create(args) end
 ---Delete a workspace with its imported assets and built documents. It cannot be undone.
 ---effect: write (destructive)
 ---@param args workspace_delete_args
----@return any
+---@return any|Preview
 function tools.workspace_delete(args) end
 
 ---@class workspace_list_args
@@ -468,5 +514,5 @@ function tools.workspace_list(args) end
 ---folders. Replaces an existing file only with overwrite: true.
 ---effect: write (destructive)
 ---@param args write_file_args
----@return write_file_result
+---@return write_file_result|Preview
 function tools.write_file(args) end

@@ -81,10 +81,16 @@ pub enum Command {
     },
     /// Write LuaLS definitions of every tool (for editor completion and type checks).
     Types {
-        /// Write them to this file instead of stdout.
-        #[arg(short, long, value_name = "FILE")]
+        /// Write them here instead of stdout: a FILE.lua, or a folder that gets lmcp.lua and
+        /// the bundled modules (tbl, retry, inspect, test) for `require`.
+        #[arg(short, long, value_name = "FILE.lua|DIR")]
         output: Option<PathBuf>,
-        /// Replace FILE even when it is a symlink, FIFO or device.
+        /// Also write .emmyrc.json and .luarc.json here, in the current folder, so EmmyLua and
+        /// LuaLS use the definitions (and accept program headers).
+        #[arg(long, requires = "output")]
+        config: bool,
+        /// Replace what is in the way: a symlink, FIFO or device at FILE, or config files that
+        /// exist with other contents.
         #[arg(long, requires = "output")]
         force: bool,
     },
@@ -476,7 +482,11 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             emit(json, &log, || text);
             Ok(0)
         }
-        Command::Types { output, force } => types(host, output, force, json),
+        Command::Types {
+            output,
+            config,
+            force,
+        } => types(host, output, config, force, json),
         Command::Paths => paths(host, json),
         Command::Config(action) => config_cmd(host, action, json),
         Command::Completions { .. } | Command::Man { .. } => Ok(0),

@@ -384,23 +384,77 @@ pub(super) fn history(host: &Arc<Host>, count: usize, json: bool) -> Result<u8> 
 pub(super) fn types(
     host: &Arc<Host>,
     output: Option<PathBuf>,
+    config: bool,
     force: bool,
     json: bool,
 ) -> Result<u8> {
     let text = crate::script::types::lua_definitions(&host.registry().all());
-    match output {
-        Some(path) => {
-            write_output(host, &path, text.as_bytes(), force)?;
-            let shown = path.display().to_string();
-            emit(
-                json,
-                &json!({"written": shown, "bytes": text.len()}),
-                || format!("wrote {shown}"),
-            );
+    let Some(path) = output else {
+        if json {
+            emit(true, &json!({"definitions": text}), String::new);
+        } else {
+            super::door::out(&text);
         }
-        None if json => emit(true, &json!({"definitions": text}), String::new),
-        None => super::door::out(&text),
+        return Ok(0);
+    };
+    let mut written = Vec::new();
+    // A folder: one that exists, a path ending in `/`, or a new name without an extension.
+    let folder = path.is_dir()
+        || path.to_string_lossy().ends_with('/')
+        || (std::fs::symlink_metadata(&path).is_err() && path.extension().is_none());
+    let library = if !folder {
+        write_output(host, &path, text.as_bytes(), force)?;
+        written.push(path.display().to_string());
+        match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    } else {
+        // never a folder made inside lmcp's own: check the nearest one that exists
+        let existing = path
+            .ancestors()
+            .map(|a| {
+                if a.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    a
+                }
+            })
+            .find(|a| a.is_dir())
+            .unwrap_or(std::path::Path::new("."));
+        super::door::refuse_own_folders(host, existing, &path)?;
+        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+        let mut files = vec![("lmcp.lua".to_string(), text.clone())];
+        for (name, source) in crate::script::STDLIB_MODULES {
+            files.push((format!("{name}.lua"), source.to_string()));
+        }
+        for (name, body) in files {
+            let file = path.join(name);
+            write_output(host, &file, body.as_bytes(), force)?;
+            written.push(file.display().to_string());
+        }
+        path.clone()
+    };
+    if config {
+        let library = library.display().to_string();
+        for (name, body) in crate::script::types::editor_configs(&library) {
+            let file = PathBuf::from(name);
+            match std::fs::read_to_string(&file) {
+                Ok(existing) if existing != body && !force => {
+                    return Err(Error::Refused(format!(
+                        "{name} exists with other settings; merge these into it, or pass \
+                         --force to replace it:\n{body}"
+                    )));
+                }
+                _ => {}
+            }
+            write_output(host, &file, body.as_bytes(), force)?;
+            written.push(name.to_string());
+        }
     }
+    emit(json, &json!({"written": written}), || {
+        written.iter().map(|w| format!("wrote {w}\n")).collect()
+    });
     Ok(0)
 }
 

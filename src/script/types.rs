@@ -26,6 +26,15 @@ const GLOBALS: &str = r#"---@class ToolError
 ---@type table<string, any>
 params = {}
 
+---A skill script's config values, by key (secret ones included); empty elsewhere.
+---@type table<string, any>
+config = {}
+
+---A list, as a program header's `---@param name array` declares one.
+---@alias array any[]
+---A map, as a program header's `---@param name object` declares one.
+---@alias object table<string, any>
+
 ---@class json
 ---@field null lightuserdata  JSON null
 json = {}
@@ -65,9 +74,51 @@ function lmcp.has_tool(name) end
 ---@return Preview[]
 function lmcp.previews() end
 
----Every registered tool, called through the gate. A failed call raises a ToolError.
+---Every registered tool, called through the gate. A failed call raises a ToolError. A call
+---that changes state returns a Preview instead of its result when the run only previews.
 ---@class tools
 tools = {}
+"#;
+
+/// The sandbox's own `os` and what it leaves out, for checkers that load Lua's standard
+/// library (EmmyLua always does; LuaLS when `runtime.builtin` does not disable it): what is
+/// not there is marked deprecated, with what to use instead.
+const SANDBOX: &str = r#"
+---The sandbox's os: time, date and clock only.
+---@class os
+os = {}
+---@param t? table
+---@return integer
+function os.time(t) end
+---@param format? string
+---@param time? integer
+---@return string|table
+function os.date(format, time) end
+---@return number
+function os.clock() end
+---@deprecated Not in the sandbox: run programs with tools.run_command.
+function os.execute(...) end
+---@deprecated Not in the sandbox: a script ends by returning.
+function os.exit(...) end
+---@deprecated Not in the sandbox: pass values as params (or a skill's config).
+function os.getenv(...) end
+---@deprecated Not in the sandbox: files go through the file tools.
+function os.remove(...) end
+---@deprecated Not in the sandbox: files go through the file tools.
+function os.rename(...) end
+---@deprecated Not in the sandbox.
+function os.tmpname(...) end
+---@deprecated Not in the sandbox.
+function os.setlocale(...) end
+---@deprecated Not in the sandbox: subtract the two times.
+function os.difftime(...) end
+
+---@deprecated The sandbox has no io library: use tools.read_file and tools.write_file.
+io = nil
+---@deprecated Not in the sandbox: use require for the bundled modules.
+function dofile(...) end
+---@deprecated Not in the sandbox: use load with text.
+function loadfile(...) end
 "#;
 
 /// The LuaLS type of a JSON Schema.
@@ -150,6 +201,7 @@ pub fn lua_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
          `BLESS=1 cargo test --test types` refreshes this copy.\n\n",
     );
     out.push_str(GLOBALS);
+    out.push_str(SANDBOX);
     for tool in tools {
         let s = tool.spec();
         out.push('\n');
@@ -162,6 +214,12 @@ pub fn lua_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
                 name
             }
             None => "any".to_string(),
+        };
+        // an unconfirmed run previews what changes state
+        let result = if s.effect.changes_state() {
+            format!("{result}|Preview")
+        } else {
+            result
         };
         for line in textwrap(&s.description, 96) {
             out.push_str(&format!("---{line}\n"));
@@ -187,6 +245,35 @@ pub fn lua_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
         out.push_str(&format!("function tools.{}(args) end\n", s.name));
     }
     out
+}
+
+/// The editor configs `lmcp types --config` writes, pointing at `library` (the folder the
+/// definitions were written to): `.emmyrc.json` for EmmyLua and `.luarc.json` for LuaLS.
+///
+/// Both run Lua 5.4 with the definitions as a library; LuaLS also leaves out its own `io`,
+/// `os`, `debug` and `package` (the definitions describe the sandbox's). A program header's
+/// `---@param` lines stand at the top of a chunk, outside any function, which EmmyLua reports
+/// as `annotation-usage-error`: that one diagnostic is off, so the header stays one format for
+/// recipes, tools and skills.
+pub fn editor_configs(library: &str) -> [(&'static str, String); 2] {
+    let emmy = serde_json::json!({
+        "$schema": "https://raw.githubusercontent.com/EmmyLuaLs/emmylua-analyzer-rust/refs/heads/main/crates/emmylua_code_analysis/resources/schema.json",
+        "runtime": {"version": "Lua5.4"},
+        "workspace": {"library": [library]},
+        "diagnostics": {"disable": ["annotation-usage-error"]},
+    });
+    let luals = serde_json::json!({
+        "$schema": "https://raw.githubusercontent.com/LuaLS/vscode-lua/master/setting/schema.json",
+        "runtime.version": "Lua 5.4",
+        "runtime.builtin": {"io": "disable", "os": "disable", "debug": "disable", "package": "disable"},
+        "workspace.library": [library],
+        "workspace.checkThirdParty": false,
+    });
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
+    [
+        (".emmyrc.json", pretty(&emmy)),
+        (".luarc.json", pretty(&luals)),
+    ]
 }
 
 /// Greedy word wrap for doc comments.

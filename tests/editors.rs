@@ -1,0 +1,107 @@
+//! Interop cross-check (the `interop` feature, run by `.ci/run`): EmmyLua's checker,
+//! `emmylua_check` 0.25.1 (`cargo install emmylua_check --version 0.25.1 --locked`), accepts
+//! the shipped Lua — examples, the bundled modules and their tests — with the definitions and
+//! config `lmcp types -o DIR --config` writes: 0 errors and 0 warnings. And it still catches
+//! mistakes: an unknown tool, a wrong argument type, the sandbox's missing `io` and `os.getenv`.
+
+#![cfg(feature = "interop")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn checker() -> PathBuf {
+    let name = "emmylua_check";
+    let found = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .find(|f| f.is_file())
+        })
+        .unwrap_or_default();
+    found.unwrap_or_else(|| {
+        panic!(
+            "{name} is missing: `cargo install emmylua_check --version 0.25.1 --locked` (the \
+             .ci/run interop step installs it)"
+        )
+    })
+}
+
+/// Writes the definitions and configs into a fresh folder; the config's path.
+fn configured(project: &Path) -> PathBuf {
+    let home = tempfile::tempdir().unwrap();
+    let types = project.join("lmcp-types");
+    let out = Command::new(common::bin())
+        .args(["types", "-o", types.to_str().unwrap(), "--config"])
+        .current_dir(project)
+        .env("LMCP_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    project.join(".emmyrc.json")
+}
+
+fn check(config: &Path, paths: &[PathBuf]) -> (bool, String) {
+    let out = Command::new(checker())
+        .arg("-c")
+        .arg(config)
+        .arg("--warnings-as-errors")
+        .args(paths)
+        .output()
+        .expect("run emmylua_check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_shipped_lua_passes_emmylua_check() {
+    let project = tempfile::tempdir().unwrap();
+    let config = configured(project.path());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let paths: Vec<PathBuf> = ["examples", "stdlib", "tests/lua"]
+        .iter()
+        .map(|p| root.join(p))
+        .collect();
+    let (ok, report) = check(&config, &paths);
+    assert!(ok, "emmylua_check found problems:\n{report}");
+}
+
+#[test]
+fn emmylua_check_still_catches_mistakes() {
+    let project = tempfile::tempdir().unwrap();
+    let config = configured(project.path());
+    for (code, what) in [
+        (
+            "local r = tools.no_such_tool{}\nreturn r",
+            "an unknown tool",
+        ),
+        (
+            "return tools.calculate{expression = 42}",
+            "a wrong argument type",
+        ),
+        (
+            "local f = io.open('x')\nreturn f",
+            "io, which the sandbox lacks",
+        ),
+        (
+            "return os.getenv('HOME')",
+            "os.getenv, which the sandbox lacks",
+        ),
+    ] {
+        let dir = project.path().join("mistake");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("bad.lua"), code).unwrap();
+        let (ok, report) = check(&config, &[dir]);
+        assert!(!ok, "{what} was not reported:\n{report}");
+    }
+}
