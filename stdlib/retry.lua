@@ -14,6 +14,8 @@
 --- by waiting (denied, needs_confirmation, invalid_args, unknown_tool, unavailable, cancelled)
 --- are never retried. The last error is raised when every attempt failed.
 
+---@class retry
+---@overload fun(f: function, opts?: {attempts?: integer, delay?: number, retry_if?: fun(err: any, attempt: integer): boolean}, ...: any): ...
 local retry = {}
 
 local FINAL = {
@@ -56,7 +58,7 @@ local function run(f, o, ...)
     end
     last = result[2]
     local code = type(last) == "table" and rawget(last, "code") or nil
-    if FINAL[code] then
+    if code ~= nil and FINAL[code] == true then
       error(last, 0)
     end
     if o.retry_if and not o.retry_if(last, attempt) then
@@ -77,7 +79,7 @@ function retry.call(name, args, opts)
     error("retry.call: the tool name must be a string", 2)
   end
   local o = options(opts)
-  local info
+  local info = nil ---@type {effect: string, annotations: table}?
   for _, t in ipairs(lmcp.tools()) do
     if t.name == name then
       info = t
@@ -100,4 +102,4 @@ return setmetatable(retry, {
     end
     return run(f, options(opts), ...)
   end,
-})
+}) --[[@as retry]]

@@ -16,7 +16,7 @@ for _, topic in ipairs(params.topics) do
     planned[#planned + 1] = path -- a dry run: nothing was written
   elseif ok then
     written[#written + 1] = path
-  elseif result.code == "refused" then
+  elseif (result --[[@as ToolError]]).code == "refused" then
     kept[#kept + 1] = path -- it exists and overwrite is off
   else
     error(result) -- denied, not confirmed, ...: stop here
@@ -25,7 +25,7 @@ end
 
 local ok, listing = pcall(tools.list_dir, {path = "notes"})
 if not ok then
-  listing = {entries = {}} -- no notes folder yet
+  listing = {entries = {}} --[[@as list_dir_result]] -- no notes folder yet
 end
 local names = {}
 for _, e in ipairs(listing.entries) do

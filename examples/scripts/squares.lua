@@ -3,7 +3,8 @@
 ---@param n? integer=10 How many numbers
 ---@timeout 10
 
-local total, evens = 0, {}
+local total = 0 ---@type number
+local evens = {}
 for i = 1, params.n do
   local r = tools.calculate{expression = ("%d ^ 2"):format(i)}
   total = total + r.value

@@ -8,7 +8,8 @@
 if params.n < 1 or params.n > 1000 then
   error("n must be between 1 and 1000", 0)
 end
-local total, used = 0, 0
+local total = 0 ---@type number
+local used = 0
 for i = 1, params.n do
   if params.skip == 0 or i % params.skip ~= 0 then
     total = total + tools.calculate{expression = i .. "^2"}.value

@@ -37,6 +37,7 @@ test.run({
   end,
   ["bad options are named"] = function()
     test.raises(function() retry(function() end, {attempts = 0}) end, "attempts must be")
+    ---@diagnostic disable-next-line: param-type-mismatch
     test.raises(function() retry("nope") end, "expected a function")
   end,
 })

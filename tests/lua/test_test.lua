@@ -32,7 +32,7 @@ test.run({
     local mock = test.mock({calculate = test.fails("tool_error", "boom")})
     local ok, err = pcall(mock.run, function(tools) return tools.calculate{} end)
     test.eq(ok, false)
-    test.eq(err.code, "tool_error")
+    test.eq((err --[[@as ToolError]]).code, "tool_error")
     test.eq(tostring(err), "tool_error: boom")
   end,
   ["a missing stub says how to add it"] = function()

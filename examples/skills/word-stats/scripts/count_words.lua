@@ -11,7 +11,7 @@ local text = params.text
 if params.path then
   local ok, file = pcall(tools.read_file, {path = params.path})
   if not ok then
-    error(("cannot read %s: %s"):format(params.path, file.message), 0)
+    error(("cannot read %s: %s"):format(params.path, (file --[[@as ToolError]]).message), 0)
   end
   text = file.content
 end
