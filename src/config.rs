@@ -93,6 +93,10 @@ pub struct Limits {
     /// Largest input read from a file or stdin (`@FILE`, `-`, scripts, manifests, bundles,
     /// definitions), in MiB.
     pub input_mb: u32,
+    /// Largest image imported, in megapixels (checked from its header, before decoding).
+    pub image_megapixels: u32,
+    /// Most memory one imported image may take decoded, in MiB.
+    pub image_decode_mb: u32,
     /// Fields this lmcp does not know: kept and written back, reported as warnings.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, Value>,
@@ -107,6 +111,8 @@ impl Default for Limits {
             lua_timeout_secs: 30,
             lua_output_kb: 1024,
             input_mb: 16,
+            image_megapixels: 100,
+            image_decode_mb: 512,
             unknown: BTreeMap::new(),
         }
     }
@@ -198,6 +204,8 @@ impl Config {
             ("limits.lua_timeout_secs", l.lua_timeout_secs as u64, 1),
             ("limits.lua_output_kb", l.lua_output_kb as u64, 1),
             ("limits.input_mb", l.input_mb as u64, 1),
+            ("limits.image_megapixels", l.image_megapixels as u64, 1),
+            ("limits.image_decode_mb", l.image_decode_mb as u64, 1),
         ] {
             if value < min {
                 return Err(format!("{name} is {value}; it must be at least {min}"));

@@ -950,3 +950,161 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
         "a failed run leaves no scratch workspace: {listed}"
     );
 }
+
+/// CRC-32 (IEEE) of a PNG chunk's type and data.
+fn png_crc(bytes: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for b in bytes {
+        crc ^= u32::from(*b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A small PNG whose header claims `width` × `height` at `bit_depth` and `color_type`: what a
+/// decompression bomb's header says, without the gigabytes.
+fn png_claiming(width: u32, height: u32, bit_depth: u8, color_type: u8) -> Vec<u8> {
+    let mut png = std::io::Cursor::new(Vec::new());
+    image::RgbaImage::new(1, 1)
+        .write_to(&mut png, image::ImageFormat::Png)
+        .unwrap();
+    let mut png = png.into_inner();
+    // IHDR sits at 8..33: length, "IHDR", 13 bytes of data, CRC
+    png[16..20].copy_from_slice(&width.to_be_bytes());
+    png[20..24].copy_from_slice(&height.to_be_bytes());
+    png[24] = bit_depth;
+    png[25] = color_type;
+    let crc = png_crc(&png[12..29]);
+    png[29..33].copy_from_slice(&crc.to_be_bytes());
+    png
+}
+
+/// A small JPEG whose frame header claims `width` × `height`.
+fn jpeg_claiming(width: u16, height: u16) -> Vec<u8> {
+    let mut jpeg = jpeg_bytes(&image::RgbImage::new(8, 8));
+    let sof = jpeg
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC0])
+        .expect("a baseline frame header");
+    // FFC0, length (2), precision (1), height (2), width (2)
+    jpeg[sof + 5..sof + 7].copy_from_slice(&height.to_be_bytes());
+    jpeg[sof + 7..sof + 9].copy_from_slice(&width.to_be_bytes());
+    jpeg
+}
+
+/// Runs `lmcp ARGS` and returns its output with its peak resident memory in KiB.
+#[cfg(target_os = "linux")]
+// the child is reaped with wait4 (which also gives its peak memory), not Child::wait
+#[allow(clippy::zombie_processes)]
+fn lmcp_with_peak_rss(home: &Path, args: &[&str]) -> (std::process::Output, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = std::process::Command::new(common::bin())
+        .args(args)
+        .env("LMCP_HOME", home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut stdout = child.stdout.unwrap();
+    let mut stderr = child.stderr.unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut s).unwrap();
+        s
+    });
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut stdout, &mut out).unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 on the child this function spawned, with valid out-pointers.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::wait4(pid, &mut status, 0, &mut usage), pid);
+        usage
+    };
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out,
+        stderr: err.join().unwrap(),
+    };
+    (output, usage.ru_maxrss)
+}
+
+/// Decompression bombs are refused from their headers, before anything is decoded: a
+/// 30000×30000 RGBA PNG, a 1-bit 30000² PNG and a JPEG claiming 65000×65000 each fail at once,
+/// naming their size and the limit, with the process staying small (they took 9.46 GB,
+/// 1.73 GB and a 65000² page before). A configured budget is what is checked.
+#[cfg(target_os = "linux")]
+#[test]
+fn decompression_bombs_are_refused_before_decoding() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let bombs = [
+        (
+            "rgba.png",
+            png_claiming(30_000, 30_000, 8, 6),
+            "30000×30000",
+        ),
+        (
+            "bits.png",
+            png_claiming(30_000, 30_000, 1, 0),
+            "30000×30000",
+        ),
+        ("huge.jpg", jpeg_claiming(65_000, 65_000), "65000×65000"),
+    ];
+    for (name, bytes, size) in bombs {
+        let file = h.join(name);
+        std::fs::write(&file, &bytes).unwrap();
+        let out_dir = h.join(format!("out-{name}"));
+        let started = std::time::Instant::now();
+        let (out, peak_kib) = lmcp_with_peak_rss(
+            h,
+            &[
+                "pdf",
+                "-t",
+                "bomb",
+                file.to_str().unwrap(),
+                "-o",
+                out_dir.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{name}: {err}");
+        assert!(
+            err.contains(size) && err.contains("limits.image_megapixels"),
+            "{name}: {err}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{name}"
+        );
+        assert!(peak_kib < 200 * 1024, "{name}: peak RSS {peak_kib} KiB");
+        assert!(!out_dir.join("document.pdf").exists());
+    }
+    // the budget is the config's: a 2-megapixel limit refuses a 3-megapixel image
+    let config = h.join("config/config.json");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, json!({"limits": {"image_megapixels": 2}}).to_string()).unwrap();
+    let file = h.join("three.png");
+    image::RgbImage::new(2000, 1500).save(&file).unwrap();
+    let (out, _) = lmcp_with_peak_rss(
+        h,
+        &[
+            "pdf",
+            "-t",
+            "t",
+            file.to_str().unwrap(),
+            "-o",
+            h.join("o3").to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at most 2 megapixels"), "{err}");
+}

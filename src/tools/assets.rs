@@ -182,7 +182,8 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
     // It must decode: a truncated or damaged file is refused now, not when a PDF is built. The
     // same decode makes what a build needs (thumbnail, compressed planes), so builds copy bytes.
-    let analysis = prepare::analyse(&bytes, &sha256).map_err(|e| {
+    let budget = prepare::ImageBudget::from_limits(&host.config().limits);
+    let analysis = prepare::analyse(&bytes, &sha256, budget).map_err(|e| {
         Error::Refused(format!(
             "{} does not decode as an image: {e}",
             source.display()

@@ -222,7 +222,8 @@ fn plan(assets_dir: &Path, asset: &assets::Asset) -> Result<Option<Page>> {
 fn remake(assets_dir: &Path, asset: &assets::Asset) -> Result<()> {
     let path = assets_dir.join(&asset.file);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let analysis = prepare::analyse(&bytes, &asset.sha256).map_err(|e| {
+    let budget = prepare::ImageBudget::default();
+    let analysis = prepare::analyse(&bytes, &asset.sha256, budget).map_err(|e| {
         Error::tool(
             "build_image_pdf",
             format!("asset {} does not decode: {e}", asset.asset_id),

@@ -113,11 +113,77 @@ pub fn passthrough_jpeg(bytes: &[u8]) -> Option<jpeg::JpegInfo> {
     jpeg::read_info(bytes).ok().filter(|i| i.pdf_can_embed())
 }
 
-/// Decodes an image file whole; the error says why it does not decode.
-pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysis, String> {
+/// How large an image may be, checked from its header before anything is decoded: a small file
+/// can claim a huge picture (a "decompression bomb": a 3.5 MB PNG of 30000×30000 pixels decodes
+/// to 3.6 GB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageBudget {
+    /// Most pixels (width × height).
+    pub max_pixels: u64,
+    /// Most bytes the decoded picture may take.
+    pub max_bytes: u64,
+}
+
+impl Default for ImageBudget {
+    fn default() -> Self {
+        ImageBudget::from_limits(&crate::config::Limits::default())
+    }
+}
+
+impl ImageBudget {
+    /// The budget the config's `limits.image_megapixels` and `limits.image_decode_mb` set.
+    pub fn from_limits(limits: &crate::config::Limits) -> ImageBudget {
+        ImageBudget {
+            max_pixels: u64::from(limits.image_megapixels.max(1)) * 1_000_000,
+            max_bytes: u64::from(limits.image_decode_mb.max(1)) << 20,
+        }
+    }
+
+    /// Refuses a picture of `width` × `height` taking `bytes` decoded, naming both limits.
+    fn check(&self, width: u64, height: u64, bytes: u64) -> std::result::Result<(), String> {
+        let pixels = width.saturating_mul(height);
+        if pixels > self.max_pixels {
+            return Err(format!(
+                "it is {width}×{height} pixels ({:.1} megapixels); lmcp takes at most {} \
+                 megapixels (limits.image_megapixels)",
+                pixels as f64 / 1e6,
+                self.max_pixels / 1_000_000
+            ));
+        }
+        if bytes > self.max_bytes {
+            return Err(format!(
+                "it would take {} MiB decoded ({width}×{height}); the limit is {} MiB \
+                 (limits.image_decode_mb)",
+                bytes >> 20,
+                self.max_bytes >> 20
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Decodes an image file whole, within `budget`; the error says why it does not decode.
+pub fn analyse(
+    bytes: &[u8],
+    source_sha256: &str,
+    budget: ImageBudget,
+) -> std::result::Result<Analysis, String> {
     use image::ImageDecoder;
     // A JPEG's header, read once for every JPEG path below.
     let header = jpeg::read_info(bytes).ok();
+    if let Some(info) = header {
+        let sample = if info.precision > 8 { 2 } else { 1 };
+        let (w, h) = (u64::from(info.width), u64::from(info.height));
+        let channels = u64::from(info.components.max(3));
+        budget.check(w, h, w * h * channels * sample)?;
+    } else if bytes.starts_with(&[0xFF, 0xD8]) {
+        // a JPEG lmcp's own header reader does not take (lossless, say): jpeg-decoder's
+        let mut d = jpeg_decoder::Decoder::new(std::io::Cursor::new(bytes));
+        d.read_info().map_err(|e| e.to_string())?;
+        let info = d.info().ok_or("the JPEG has no frame header")?;
+        let (w, h) = (u64::from(info.width), u64::from(info.height));
+        budget.check(w, h, w * h * 4 * 2)?;
+    }
     if let Some(info) = header.filter(|i| i.pdf_can_embed()) {
         // Embedded as it is, so only a thumbnail is needed: decoded at 1/2-1/8 scale, which
         // still reads every coefficient (so a damaged or cut file is refused) at half the cost.
@@ -184,10 +250,15 @@ pub fn analyse(bytes: &[u8], source_sha256: &str) -> std::result::Result<Analysi
             prepared: Some(prepared),
         });
     }
-    let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| e.to_string())?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(budget.max_bytes);
+    reader.limits(limits);
     let mut decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let (w, h) = decoder.dimensions();
+    budget.check(u64::from(w), u64::from(h), decoder.total_bytes())?;
     let orientation = decoder.orientation().map(orientation_of).unwrap_or(1);
     let img = image::DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?;
     let (width, height) = (img.width(), img.height());
@@ -511,11 +582,11 @@ mod tests {
     #[test]
     fn an_opaque_rgba_image_gets_no_mask_and_a_translucent_one_does() {
         let opaque = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 255]));
-        let a = analyse(&png(opaque.into()), "x").unwrap();
+        let a = analyse(&png(opaque.into()), "x", ImageBudget::default()).unwrap();
         let p = a.prepared.unwrap();
         assert_eq!((p.header.color.colors, p.header.mask), (3, None));
         let see_through = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 9]));
-        let a = analyse(&png(see_through.into()), "x").unwrap();
+        let a = analyse(&png(see_through.into()), "x", ImageBudget::default()).unwrap();
         let p = a.prepared.unwrap();
         let mask = p.header.mask.unwrap();
         assert_eq!((mask.colors, mask.bits), (1, 8));
@@ -530,10 +601,14 @@ mod tests {
     fn sixteen_bit_samples_stay_sixteen_bits() {
         let img =
             image::ImageBuffer::<image::Rgba<u16>, _>::from_pixel(5, 3, image::Rgba([1, 2, 3, 4]));
-        let p = analyse(&png(image::DynamicImage::ImageRgba16(img)), "x")
-            .unwrap()
-            .prepared
-            .unwrap();
+        let p = analyse(
+            &png(image::DynamicImage::ImageRgba16(img)),
+            "x",
+            ImageBudget::default(),
+        )
+        .unwrap()
+        .prepared
+        .unwrap();
         assert_eq!(p.header.color.bits, 16);
         assert_eq!(p.header.mask.unwrap().bits, 16);
     }
@@ -542,7 +617,7 @@ mod tests {
     fn stored_planes_load_back_and_stale_or_cut_ones_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let img = image::RgbImage::from_pixel(6, 6, image::Rgb([9, 8, 7]));
-        let a = analyse(&png(img.into()), "abc").unwrap();
+        let a = analyse(&png(img.into()), "abc", ImageBudget::default()).unwrap();
         assert_eq!(thumb_media_type(&a.thumbnail), "image/jpeg");
         store(dir.path(), 3, &a).unwrap();
         let on_disk = load(dir.path(), 3, "abc").unwrap();
@@ -571,7 +646,7 @@ mod tests {
 
     #[test]
     fn a_jpeg_gets_a_small_upright_thumbnail_and_no_planes() {
-        let a = analyse(&jpeg(960, 640), "x").unwrap();
+        let a = analyse(&jpeg(960, 640), "x", ImageBudget::default()).unwrap();
         assert!(a.prepared.is_none(), "embedded as it is");
         assert_eq!((a.width, a.height), (960, 640));
         let t = image::load_from_memory(&a.thumbnail).unwrap();
@@ -581,14 +656,16 @@ mod tests {
     #[test]
     fn a_cut_or_damaged_jpeg_is_refused() {
         let whole = jpeg(300, 200);
-        let e = analyse(&whole[..whole.len() / 2], "x").err().unwrap();
+        let e = analyse(&whole[..whole.len() / 2], "x", ImageBudget::default())
+            .err()
+            .unwrap();
         assert!(e.contains("cut short"), "{e}");
         let mut damaged = whole.clone();
         let mid = damaged.len() / 2;
         for b in &mut damaged[mid..mid + 400] {
             *b ^= 0x5a;
         }
-        assert!(analyse(&damaged, "x").is_err());
+        assert!(analyse(&damaged, "x", ImageBudget::default()).is_err());
     }
 
     #[test]
@@ -598,7 +675,7 @@ mod tests {
             "/tests/fixtures/cmyk-adobe.jpg"
         ))
         .unwrap();
-        let a = analyse(&bytes, "x").unwrap();
+        let a = analyse(&bytes, "x", ImageBudget::default()).unwrap();
         let t = image::load_from_memory(&a.thumbnail).unwrap().to_rgb8();
         let red = t.get_pixel(t.width() / 4, t.height() / 4);
         assert!(red[0] > 200 && red[1] < 60 && red[2] < 60, "{red:?}");
@@ -608,7 +685,7 @@ mod tests {
     fn a_damaged_file_does_not_analyse() {
         let mut bytes = png(image::RgbImage::from_pixel(40, 40, image::Rgb([1, 2, 3])).into());
         bytes.truncate(bytes.len() / 2);
-        assert!(analyse(&bytes, "x").is_err());
-        assert!(analyse(b"not an image", "x").is_err());
+        assert!(analyse(&bytes, "x", ImageBudget::default()).is_err());
+        assert!(analyse(b"not an image", "x", ImageBudget::default()).is_err());
     }
 }
