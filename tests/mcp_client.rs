@@ -77,6 +77,10 @@ enum Person {
     Fails,
     /// Never answers; records "withdrawn" when the server cancels the question.
     Hangs,
+    /// Accepts, but with a form that holds no yes or no (`{"allow": "yes"}`).
+    AcceptsGarbled,
+    /// Declares URL elicitation only: it cannot answer a form.
+    UrlOnly,
 }
 
 /// The client side: answers elicitation as `person` does, and records what it was asked, the
@@ -108,6 +112,10 @@ impl ClientHandler for Handler {
             // A client without the capability is never asked; decline if it were.
             Person::Declines | Person::Absent => ElicitResult::new(ElicitationAction::Decline),
             Person::Dismisses => ElicitResult::new(ElicitationAction::Cancel),
+            Person::AcceptsGarbled => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"allow": "yes"}))
+            }
+            Person::UrlOnly => ElicitResult::new(ElicitationAction::Decline),
             Person::Fails => {
                 return Err(ErrorData::internal_error("the dialog could not open", None));
             }
@@ -134,6 +142,13 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let capabilities = if self.person == Person::Absent {
             ClientCapabilities::default()
+        } else if self.person == Person::UrlOnly {
+            let mut c = ClientCapabilities::default();
+            c.elicitation = Some(
+                rmcp::model::ElicitationCapability::new()
+                    .with_url(rmcp::model::UrlElicitationCapability::new()),
+            );
+            c
         } else {
             ClientCapabilities::builder().enable_elicitation().build()
         };
@@ -762,6 +777,27 @@ async fn progress(g: Generation) {
     assert!(seen.len() >= 3, "progress notifications: {seen:?}");
     assert!(step_2(&seen), "{seen:?}");
     assert_increasing(&seen);
+    // a recipe whose step is itself a program: only the outer run's steps are reported
+    let r = s
+        .call(
+            "custom_tool_create",
+            custom_definition("user_inner", "Three steps inside another run"),
+        )
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    let step = json!({"tool": "calculate", "args": {"expression": "1"}});
+    let inner = json!({"tool": "user_inner", "args": {"n": "2"}});
+    let manifest = json!({"name": "outer", "steps": [step, inner, step]});
+    let (r, token) = s
+        .call_with_progress("recipe_run", json!({"manifest": manifest}))
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    let three = |seen: &[(f64, Option<f64>, Option<String>)]| {
+        seen.iter()
+            .any(|(_, _, m)| m.as_deref().is_some_and(|m| m.contains("step 3 of 3")))
+    };
+    let seen = s.progress_until(&token, three).await;
+    assert_increasing(&seen);
     s.close().await;
 
     // and from a PDF build: one report per page
@@ -883,8 +919,10 @@ async fn answers_are_told_apart(g: Generation) {
     let args = json!({"path": "answers.txt", "content": "x"});
     let mut cases = vec![
         (Person::Absent, "cannot ask a person"),
+        (Person::UrlOnly, "cannot ask a person"),
         (Person::Declines, "a person declined"),
         (Person::Dismisses, "dismissed the question"),
+        (Person::AcceptsGarbled, "the client failed to ask a person"),
     ];
     if g == Generation::Legacy {
         cases.push((Person::Fails, "the client failed to ask a person"));

@@ -1091,7 +1091,11 @@ fn decompression_bombs_are_refused_before_decoding() {
     // the budget is the config's: a 2-megapixel limit refuses a 3-megapixel image
     let config = h.join("config/config.json");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(&config, json!({"limits": {"image_megapixels": 2}}).to_string()).unwrap();
+    std::fs::write(
+        &config,
+        json!({"limits": {"image_megapixels": 2}}).to_string(),
+    )
+    .unwrap();
     let file = h.join("three.png");
     image::RgbImage::new(2000, 1500).save(&file).unwrap();
     let (out, _) = lmcp_with_peak_rss(

@@ -373,3 +373,50 @@ fn a_bind_mount_of_lmcp_config_is_still_out_of_reach() {
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("lmcp's own"));
 }
+
+/// A FIFO in the roots is never opened to wait for a writer: read_file and asset_import refuse
+/// it at once (they waited forever, and cancelling did nothing), and list_dir shows it as
+/// `other`, not `file`.
+#[test]
+fn a_fifo_is_refused_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let workspace = h.join("data/workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(workspace.join("pipe"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = std::time::Instant::now();
+    let out = lmcp(h, &["call", "read_file", r#"{"path": "pipe"}"#]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let out = lmcp_ok(h, &["call", "list_dir", "{}", "--json"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains(r#"{"kind":"other","name":"pipe""#)
+            || listed.contains(r#""name":"pipe","kind":"other""#),
+        "{listed}"
+    );
+    let started = std::time::Instant::now();
+    let ws = lmcp_ok(
+        h,
+        &[
+            "call",
+            "workspace_create",
+            r#"{"name": "w"}"#,
+            "--json",
+            "--yes",
+        ],
+    );
+    let ws: serde_json::Value = serde_json::from_slice(&ws.stdout).unwrap();
+    let id = ws["result"]["workspace_id"].as_str().unwrap().to_string();
+    let args = format!(r#"{{"workspace_id": "{id}", "path": "pipe"}}"#);
+    let out = lmcp(h, &["call", "asset_import", &args, "--yes"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}

@@ -258,8 +258,8 @@ function tools.get_datetime(args) end
 ---@field path string
 ---@field entries table[]
 ---@field truncated boolean
----List a folder inside the allowed roots: each entry's name, kind (file, dir, symlink) and size,
----sorted by name, at most 1000 entries. Without a path, lists the workspace.
+---List a folder inside the allowed roots: each entry's name, kind (file, dir, symlink, other) and
+---size, sorted by name, at most 1000 entries. Without a path, lists the workspace.
 ---effect: read
 ---@param args? list_dir_args
 ---@return list_dir_result

@@ -143,9 +143,14 @@ fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::NO_INITIALIZE.as_str())
 }
 
+/// Whether the client can answer a form question: it declares elicitation, with `form` or
+/// with neither mode named (which the spec reads as form). A URL-only client cannot.
 fn can_elicit(ctx: &RequestContext<RoleServer>) -> bool {
-    ctx.client_capabilities()
-        .is_some_and(|c| c.elicitation.is_some())
+    ctx.client_capabilities().is_some_and(|c| {
+        c.elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some() || e.url.is_none())
+    })
 }
 
 /// The question a person sees in the client, and the form it answers with.
@@ -173,16 +178,17 @@ fn elicitation_params(asked: &ConfirmRequest) -> Value {
 }
 
 /// Accept with `allow: true` is a yes; anything else is a no.
+/// The person's answer in an elicitation result. An accept whose form does not hold a yes or
+/// no in `allow` is the client's fault, not the person's, and is reported so.
 fn answer_of(action: ElicitationAction, content: Option<&Value>) -> Answer {
     match action {
-        ElicitationAction::Accept
-            if content
-                .and_then(|c| c.get("allow"))
-                .and_then(Value::as_bool)
-                == Some(true) =>
-        {
-            Answer::Yes
-        }
+        ElicitationAction::Accept => match content.and_then(|c| c.get("allow")) {
+            Some(Value::Bool(true)) => Answer::Yes,
+            Some(Value::Bool(false)) => Answer::No,
+            _ => Answer::Failed(
+                "the client accepted without the form's yes-or-no `allow` field".into(),
+            ),
+        },
         ElicitationAction::Cancel => Answer::Dismissed,
         _ => Answer::No,
     }
@@ -440,9 +446,14 @@ impl ServerHandler for McpServer {
                 .and_then(|r| r.get(CONFIRM_KEY))
                 .cloned()
                 .unwrap_or(Value::Null);
-            let action = serde_json::from_value::<ElicitationAction>(response["action"].clone())
-                .unwrap_or(ElicitationAction::Cancel);
-            answered = Some((p.asked, answer_of(action, response.get("content"))));
+            let answer =
+                match serde_json::from_value::<ElicitationAction>(response["action"].clone()) {
+                    Ok(action) => answer_of(action, response.get("content")),
+                    Err(_) => Answer::Failed(format!(
+                        "the retry's inputResponses hold no answer to `{CONFIRM_KEY}`"
+                    )),
+                };
+            answered = Some((p.asked, answer));
         }
 
         let deferring = Arc::new(DeferringConfirmer {

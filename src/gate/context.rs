@@ -177,6 +177,10 @@ impl CallContext {
             origin: Origin::Program,
             depth: self.depth + 1,
             cancel: self.cancel.child_token(),
+            // A call's progress is its own program's: a nested program reporting its steps on
+            // the same sink would make the caller's progress go back (MCP wants one increasing
+            // series per call), so nested calls report nothing.
+            progress: None,
             ..self.clone()
         }
     }

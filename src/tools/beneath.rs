@@ -156,9 +156,18 @@ impl Roots {
                 shown.display()
             )));
         }
+        // Non-blocking: opening a FIFO to read waits for a writer, forever if none comes; the
+        // kind is checked right after (a regular file ignores the flag).
+        let mut options = OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use cap_std::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NONBLOCK);
+        }
         let file = placed
             .open_root()?
-            .open(&placed.rel)
+            .open_with(&placed.rel, &options)
             .map_err(|e| escaped(&shown, e))?;
         self.check_opened(&file, input)?;
         let meta = file.metadata().map_err(|e| Error::io(&shown, e))?;

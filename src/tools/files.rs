@@ -83,7 +83,7 @@ pub fn list_spec() -> ToolSpec {
     ToolSpec::new(
         "list_dir",
         "List a folder",
-        "List a folder inside the allowed roots: each entry's name, kind (file, dir, symlink) \
+        "List a folder inside the allowed roots: each entry's name, kind (file, dir, symlink, other) \
          and size, sorted by name, at most 1000 entries. Without a path, lists the workspace.",
         json!({
             "type": "object",
@@ -178,8 +178,10 @@ fn list(roots: &Roots, input: &str) -> Result<Value> {
             "symlink"
         } else if file_type.is_dir() {
             "dir"
-        } else {
+        } else if file_type.is_file() {
             "file"
+        } else {
+            "other" // a FIFO, socket or device: nothing the file tools read
         };
         let size = if file_type.is_file() {
             entry.metadata().map(|m| m.len()).unwrap_or(0)
