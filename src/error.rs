@@ -57,7 +57,7 @@ pub enum Error {
 
     /// The arguments do not match the tool's input schema.
     #[error(
-        "invalid arguments for `{tool}`: {}; see `lmcp tool show {tool}` for its schema",
+        "invalid arguments for `{tool}`: {}; its input schema is in tools/list (`lmcp tool show {tool}`)",
         join(problems)
     )]
     InvalidArgs {
@@ -289,7 +289,7 @@ impl Error {
 
 fn suggest(names: &[String]) -> String {
     match names {
-        [] => "; run `lmcp tools` to list the tools".to_string(),
+        [] => "; tools/list (`lmcp tools`) lists the tools".to_string(),
         [one] => format!("; did you mean `{one}`?"),
         many => {
             let quoted: Vec<String> = many.iter().map(|n| format!("`{n}`")).collect();

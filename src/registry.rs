@@ -555,6 +555,12 @@ impl Registry {
         self.changes.subscribe()
     }
 
+    /// Tells subscribers the tool list changed for a reason outside the registry (a tool
+    /// switched on or off, a mode that takes tools away).
+    pub fn announce_change(&self) {
+        self.changed();
+    }
+
     fn changed(&self) {
         self.changes.send_modify(|n| *n += 1);
     }

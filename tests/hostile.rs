@@ -775,3 +775,53 @@ fn serve_names_tools_outside_its_profile() {
         &long[..200]
     );
 }
+
+/// tools/call with params that do not fit gets -32602 with the reason and its id (rmcp alone
+/// answered "method not found", or an invalid request without the id, so clients waited).
+#[test]
+fn serve_answers_bad_params_with_invalid_params() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = tempfile::tempdir().unwrap();
+    let mut child = common::spawn(home.path(), &["serve"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let bad = [
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "calculate", "arguments": [1]}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 5}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": null}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": []}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": "x"}}),
+    ];
+    let mut lines = vec![
+        common::initialize(json!(1)),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    lines.extend(bad);
+    lines.push(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "calculate", "arguments": {"expression": "1+1"}}}));
+    for l in lines {
+        stdin.write_all(format!("{l}\n").as_bytes()).unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut got = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines().take(8) {
+        got.push(line.unwrap());
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    for id in 2..=7 {
+        let reply = got
+            .iter()
+            .find(|l| l.contains(&format!("\"id\":{id},")) || l.contains(&format!("\"id\":{id}}}")))
+            .unwrap_or_else(|| panic!("no reply to {id}: {got:?}"));
+        assert!(
+            reply.contains("-32602") && reply.contains("Invalid params"),
+            "{reply}"
+        );
+    }
+    assert!(
+        got.iter()
+            .any(|l| l.contains("\"id\":8") && l.contains("\"value\":2")),
+        "{got:?}"
+    );
+}

@@ -681,6 +681,15 @@ async fn saved_elsewhere(g: Generation) {
             );
             cli(home, &delete).await;
             s.list_changed().await;
+            s.no_more_list_changes(REPEAT_WINDOW).await;
+            // a tool switched off and on from the command line: announced once each time
+            cli(home, &["tool", "disable", "read_file"]).await;
+            s.list_changed().await;
+            assert!(!s.names().await.iter().any(|n| n == "read_file"));
+            s.no_more_list_changes(REPEAT_WINDOW).await;
+            cli(home, &["tool", "enable", "read_file"]).await;
+            s.list_changed().await;
+            assert!(s.names().await.iter().any(|n| n == "read_file"));
         }
         Generation::Modern => {
             let mut sub = s.listen().await;
@@ -691,6 +700,12 @@ async fn saved_elsewhere(g: Generation) {
                 "saved from the command line, listed by the server"
             );
             cli(home, &delete).await;
+            next_list_change(&mut sub).await;
+            no_more_on(&mut sub, REPEAT_WINDOW).await;
+            cli(home, &["tool", "disable", "read_file"]).await;
+            next_list_change(&mut sub).await;
+            assert!(!s.names().await.iter().any(|n| n == "read_file"));
+            cli(home, &["tool", "enable", "read_file"]).await;
             next_list_change(&mut sub).await;
         }
     }

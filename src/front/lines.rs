@@ -40,6 +40,10 @@ where
                 continue;
             }
             match serde_json::from_str::<Value>(&text) {
+                Ok(request) if bad_params(&request).is_some() => {
+                    let why = bad_params(&request).unwrap_or_default();
+                    let _ = errors.send(invalid_params(&request["id"], &why));
+                }
                 Ok(_) => {
                     let mut bytes = text.into_bytes();
                     bytes.push(b'\n');
@@ -82,6 +86,49 @@ where
         }
     });
     (rmcp_reads, rmcp_writes)
+}
+
+/// Why a request's params cannot be taken, when rmcp would answer the wrong error: it reads a
+/// `tools/call` whose params do not fit as an unknown method (-32601), and params that are not
+/// an object as an invalid request without its id (rmcp 3.11). Checked here, the client gets
+/// -32602 with the reason and its id.
+fn bad_params(request: &Value) -> Option<String> {
+    let id = request.get("id")?;
+    if id.is_null() {
+        return None;
+    }
+    let method = request.get("method")?.as_str()?;
+    let params = request.get("params");
+    match params {
+        // absent or null: rmcp answers as it should (tools/call is checked below)
+        None | Some(Value::Null) => {}
+        Some(Value::Object(p)) => {
+            if p.get("_meta").is_some_and(|m| !m.is_object()) {
+                return Some("params._meta must be an object".into());
+            }
+        }
+        Some(_) => return Some("params must be an object".into()),
+    }
+    if method == "tools/call" {
+        let p = params.and_then(Value::as_object);
+        match p.and_then(|p| p.get("name")) {
+            Some(Value::String(_)) => {}
+            Some(_) => return Some("tools/call: params.name must be a string".into()),
+            None => return Some("tools/call needs params.name, the tool's name".into()),
+        }
+        if p.and_then(|p| p.get("arguments"))
+            .is_some_and(|a| !a.is_object() && !a.is_null())
+        {
+            return Some("tools/call: params.arguments must be an object".into());
+        }
+    }
+    None
+}
+
+/// The JSON-RPC invalid-params error for request `id`.
+fn invalid_params(id: &Value, why: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("Invalid params: {why}")}})
+        .to_string()
 }
 
 /// The JSON-RPC parse error for a line that could not be read as JSON.

@@ -602,7 +602,7 @@ pub async fn serve(host: Arc<Host>, profile: Profile) -> Result<u8> {
     for w in host.take_warnings() {
         tracing_stderr(&w);
     }
-    let watcher = tokio::spawn(watch_library(Arc::clone(&host)));
+    let watcher = tokio::spawn(watch_library(Arc::clone(&host), profile));
     let served = serve_session(host, profile).await;
     watcher.abort();
     served
@@ -614,7 +614,19 @@ const LIBRARY_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// Keeps the registry in line with the program stores while the server runs: a custom tool
 /// saved from the command line appears (and clients get `tools/list_changed`) within
 /// [`LIBRARY_POLL`], and one deleted there goes.
-async fn watch_library(host: Arc<Host>) {
+async fn watch_library(host: Arc<Host>, profile: Profile) {
+    // What clients can call also changes with the config (`lmcp tool disable`, no-terminal
+    // mode): the names available are compared on each look, and a change is announced.
+    let available = |host: &Host| -> Vec<String> {
+        host.tools(profile)
+            .into_iter()
+            .filter(|(_, a)| a.is_available())
+            .map(|(t, _)| t.spec().name.clone())
+            .collect()
+    };
+    let mut offered = available(&host);
+    // changes the registry announced itself (a saved tool), so they are not announced twice
+    let mut announced = host.registry().subscribe();
     let h = Arc::clone(&host);
     if tokio::task::spawn_blocking(move || crate::library::watch(&h))
         .await
@@ -632,6 +644,16 @@ async fn watch_library(host: Arc<Host>) {
             .is_err()
         {
             return;
+        }
+        let now = available(&host);
+        let registry_said = announced.has_changed().unwrap_or(false);
+        announced.mark_unchanged();
+        if now != offered {
+            offered = now;
+            if !registry_said {
+                host.registry().announce_change();
+                announced.mark_unchanged();
+            }
         }
         for w in host.take_warnings() {
             tracing_stderr(&w);

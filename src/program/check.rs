@@ -58,7 +58,7 @@ pub fn compile_lua(source: &str, chunk: &str) -> std::result::Result<(), String>
 pub fn find_tool(host: &Host, name: &str) -> std::result::Result<Arc<Tool>, String> {
     host.registry().get(name).ok_or_else(|| {
         let hint = match host.registry().did_you_mean(name) {
-            h if h.is_empty() => "; `lmcp tools` lists them".to_string(),
+            h if h.is_empty() => "; tools/list (`lmcp tools`) lists them".to_string(),
             h => h,
         };
         format!("there is no tool `{name}`{hint}")
@@ -244,7 +244,7 @@ pub fn check_args(
                 return Err((
                     pointer,
                     format!(
-                        "{} (rule `{keyword}`) for `{name}`; see `lmcp tool show {name}`",
+                        "{} (rule `{keyword}`) for `{name}`; its input schema is in tools/list (`lmcp tool show {name}`)",
                         e.masked()
                     ),
                 ));

@@ -137,7 +137,7 @@ pub fn handler_fn() -> Handler {
             enqueue(&host, report.clone())?;
             return Ok(json!({
                 "status": "queued",
-                "reason": "no endpoint is set; the report waits in the outbox (`lmcp signals endpoint URL`, then `lmcp friction flush`)",
+                "reason": "no endpoint is set; the report waits in the outbox (set one in a terminal with `lmcp signals endpoint URL`; friction_flush then sends it)",
                 "payload": report.payload,
             }));
         };
@@ -158,7 +158,7 @@ pub fn handler_fn() -> Handler {
                 enqueue(&host, r)?;
                 Ok(json!({
                     "status": "queued",
-                    "reason": format!("the endpoint could not be reached ({why}); `lmcp friction flush` retries"),
+                    "reason": format!("the endpoint could not be reached ({why}); friction_flush (`lmcp friction flush`) retries"),
                     "payload": payload,
                 }))
             }

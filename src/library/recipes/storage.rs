@@ -49,7 +49,7 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
         let hint = close
             .first()
             .map(|n| format!("; did you mean \"{n}\"?"))
-            .unwrap_or_else(|| "; `lmcp recipe list` lists them".into());
+            .unwrap_or_else(|| "; recipe_list (`lmcp recipe list`) lists them".into());
         Error::Refused(format!("there is no recipe \"{name}\"{hint}"))
     })?;
     // Found by its exact name (after NFC): the file name is only a slug of it.
