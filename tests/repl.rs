@@ -158,3 +158,26 @@ fn a_stopped_coroutine_is_never_closed() {
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
 }
+
+/// Ctrl-C while a confirmation is open cancels the call and withdraws the question: the next
+/// line typed is the REPL's, not swallowed by a reader the question left behind.
+#[test]
+fn ctrl_c_withdraws_an_open_question() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+    cmd(
+        &mut p,
+        "tools.write_file{path = 'q.txt', content = 'x'}",
+        "",
+        "Allow? [y/N]",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    p.send_control('c').unwrap();
+    p.exp_string("cancelled").unwrap();
+    p.exp_string(main).unwrap();
+    cmd(&mut p, "6 * 7", "42", main);
+    assert!(!home.path().join("data/workspace/q.txt").exists());
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{BufRead, IsTerminal, Write};
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -146,12 +146,17 @@ impl Confirmer for TtyPrompt {
                 return Answer::CannotAsk;
             }
             let _guard = self.lock.lock().await;
+            // Should the call be cancelled while the question is open, this future is dropped
+            // and the flag tells the reader to stop: a reader left blocked on the terminal
+            // would swallow the next line typed (the REPL's next command).
+            let withdrawn = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let _withdraw = Withdrawn(Arc::clone(&withdrawn));
             let line = tokio::task::spawn_blocking(move || {
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "{text}");
                 let _ = err.flush();
-                let mut line = String::new();
-                std::io::stdin().lock().read_line(&mut line).map(|_| line)
+                drop(err);
+                read_answer(&withdrawn)
             })
             .await;
             match line {
@@ -162,6 +167,43 @@ impl Confirmer for TtyPrompt {
             }
         })
     }
+}
+
+/// Sets its flag when dropped.
+struct Withdrawn(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Withdrawn {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Reads one answer line from the terminal, giving up when `withdrawn` is set: stdin is polled
+/// (a terminal in line mode is readable once a whole line is typed), never read blindly.
+fn read_answer(withdrawn: &std::sync::atomic::AtomicBool) -> std::io::Result<String> {
+    #[cfg(unix)]
+    loop {
+        if withdrawn.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+        }
+        let mut fd = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd for at most 100 ms.
+        let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+        if ready > 0 {
+            break;
+        }
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = withdrawn;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map(|_| line)
 }
 
 /// The question a person sees: tool, effect, why, each argument (long values shortened), and
