@@ -1112,3 +1112,35 @@ fn decompression_bombs_are_refused_before_decoding() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("at most 2 megapixels"), "{err}");
 }
+
+/// A title of the longest length a document takes (200 characters) builds from the command
+/// line too (its scratch workspace name, "pdf: " + the title, was too long).
+#[test]
+fn the_longest_title_builds() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let image = h.join("one.png");
+    image::RgbImage::from_pixel(4, 3, image::Rgb([10, 200, 10]))
+        .save(&image)
+        .unwrap();
+    let title = "T".repeat(200);
+    let out_dir = h.join("out");
+    let out = common::lmcp(
+        h,
+        &[
+            "pdf",
+            "-t",
+            &title,
+            image.to_str().unwrap(),
+            "-o",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out_dir.join("document.pdf").is_file());
+}

@@ -177,7 +177,9 @@ async fn build(
     let ws = gated(
         host,
         "workspace_create",
-        json!({"name": format!("pdf: {}", args.title)}),
+        // a workspace name holds at most 200 characters, as a title does: "pdf: " + the title,
+        // cut to fit (a title of 196-200 characters failed)
+        json!({"name": format!("pdf: {}", args.title).chars().take(200).collect::<String>()}),
         true,
         false,
     )
