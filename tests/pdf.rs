@@ -146,16 +146,35 @@ async fn jpeg_passthrough_png_alpha_and_presets() {
             json!([{"source_asset_id": 2}, {"source_asset_id": 1}, {"source_asset_id": 3}])
         );
         let pdf = std::fs::read(r["file_path"].as_str().unwrap()).unwrap();
-        assert!(pdf.starts_with(b"%PDF-1.4"), "SMask needs 1.4");
+        assert!(pdf.starts_with(b"%PDF-1.5"), "a 16-bit image needs 1.5");
         let doc = lopdf::Document::load_mem(&pdf).unwrap();
         let pages = doc.get_pages();
         assert_eq!(pages.len(), 3);
+        // every page's resources name only the image it draws
+        for id in pages.values() {
+            let page = doc.get_dictionary(*id).unwrap();
+            let resources = page.get(b"Resources").unwrap().as_dict().unwrap();
+            let images = resources.get(b"XObject").unwrap().as_dict().unwrap();
+            assert_eq!(images.len(), 1, "page {id:?} lists {} images", images.len());
+        }
+        // the info is the document's: title and producer, no PDF/X claim
+        let info = doc.trailer.get(b"Info").unwrap().as_reference().unwrap();
+        let info = doc.get_dictionary(info).unwrap();
+        assert!(info.get(b"GTS_PDFXVersion").is_err(), "no PDF/X claim");
+        assert!(info.get(b"Title").is_ok() && info.get(b"Producer").is_ok());
+        assert!(info.get(b"CreationDate").is_ok());
         let ids: Vec<lopdf::ObjectId> = pages.values().cloned().collect();
         let (w, h) = media_box(&doc, ids[0]);
         assert!(
             (w - size.0).abs() < 1.0 && (h - size.1).abs() < 1.0,
             "{preset}: {w}x{h}"
         );
+        if preset == "square" {
+            // without the 16-bit image, 1.4 is enough (soft masks)
+            let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [2, 1], "title": "Trip", "preset": preset})).await.unwrap();
+            let head = std::fs::read(r["file_path"].as_str().unwrap()).unwrap();
+            assert!(head.starts_with(b"%PDF-1.4"), "SMask needs 1.4");
+        }
         // page 2 is the JPEG: DCTDecode, the bytes exactly the source file's
         let jpeg_stream = stream_of(&doc, ids[1]);
         assert_eq!(name_in(jpeg_stream, "Filter"), b"DCTDecode");

@@ -383,7 +383,90 @@ fn layout(title: &str, placed: &[Placed], pw: f32, ph: f32) -> lopdf::Document {
         image_optimization: None,
     };
     let mut warnings = Vec::new();
-    doc.to_lopdf_document(&opts, &mut warnings)
+    let mut lo = doc.to_lopdf_document(&opts, &mut warnings);
+    own_resources_per_page(&mut lo);
+    truthful_info(&mut lo);
+    lo
+}
+
+/// Gives every page a resource dictionary of its own that names only the image it draws.
+/// printpdf hands all pages one shared list of every image (extracting one page then carried
+/// them all, and checkers reading page resources were misled); what no page uses any more is
+/// pruned.
+fn own_resources_per_page(lo: &mut lopdf::Document) {
+    let pages: Vec<lopdf::ObjectId> = lo.get_pages().into_values().collect();
+    for page_id in pages {
+        let content = lo.get_page_content(page_id);
+        let Ok(ops) = lopdf::content::Content::decode(&content) else {
+            continue;
+        };
+        let drawn: Vec<Vec<u8>> = ops
+            .operations
+            .iter()
+            .filter(|op| op.operator == "Do")
+            .filter_map(|op| op.operands.first()?.as_name().ok().map(<[u8]>::to_vec))
+            .collect();
+        // inline, or (as printpdf writes it) a reference to a shared dictionary
+        let resources = match lo.get_page_resources(page_id) {
+            Ok((Some(inline), _)) => inline.clone(),
+            Ok((None, ids)) => match ids.first().map(|id| lo.get_dictionary(*id)) {
+                Some(Ok(d)) => d.clone(),
+                _ => continue,
+            },
+            Err(_) => continue,
+        };
+        let all = match resources.get(b"XObject") {
+            Ok(Object::Reference(r)) => lo.get_dictionary(*r).cloned().unwrap_or_default(),
+            Ok(Object::Dictionary(d)) => d.clone(),
+            _ => Dictionary::new(),
+        };
+        let mut own = Dictionary::new();
+        for name in drawn {
+            if let Ok(image) = all.get(&name) {
+                own.set(name, image.clone());
+            }
+        }
+        if let Ok(page) = lo.get_object_mut(page_id).and_then(Object::as_dict_mut) {
+            page.set(
+                "Resources",
+                Dictionary::from_iter(vec![("XObject", Object::Dictionary(own))]),
+            );
+        }
+    }
+    lo.prune_objects();
+}
+
+/// The document info says what the file is and no more: title, producer and dates, without the
+/// empty PDF/X version printpdf adds (readers then report the file as PDF/X, which it is not)
+/// or its empty author, creator, subject, keywords and identifier.
+fn truthful_info(lo: &mut lopdf::Document) {
+    let Ok(info) = lo.trailer.get(b"Info").and_then(Object::as_reference) else {
+        return;
+    };
+    if let Ok(dict) = lo.get_object_mut(info).and_then(Object::as_dict_mut) {
+        dict.remove(b"GTS_PDFXVersion");
+        dict.remove(b"GTS_PDFXConformance");
+        for key in ["Author", "Creator", "Subject", "Keywords", "Identifier"] {
+            let empty = match dict.get(key.as_bytes()) {
+                Ok(Object::String(s, _)) => s.is_empty(),
+                _ => false,
+            };
+            if empty {
+                dict.remove(key.as_bytes());
+            }
+        }
+    }
+}
+
+/// The PDF version the document's features need: 1.5 for 16-bit images, else 1.4 (soft masks).
+fn pdf_version(pages: &[Page]) -> &'static str {
+    let sixteen = pages.iter().any(|p| match &p.image {
+        Image::Prepared(d) => {
+            d.header.color.bits > 8 || d.header.mask.as_ref().is_some_and(|m| m.bits > 8)
+        }
+        Image::Jpeg { .. } => false,
+    });
+    if sixteen { "1.5" } else { "1.4" }
 }
 
 fn name(s: &str) -> Object {
@@ -554,8 +637,10 @@ fn write_pdf(
         .map_err(io)?;
     // Small objects are gathered; image data (written in pieces of 64 KiB or more) goes past the
     // buffer straight to the file, never copied into it.
-    let mut w = writer::PdfWriter::new(BufWriter::with_capacity(64 << 10, file), "1.4", lo.max_id)
-        .map_err(io)?;
+    let version = pdf_version(pages);
+    let mut w =
+        writer::PdfWriter::new(BufWriter::with_capacity(64 << 10, file), version, lo.max_id)
+            .map_err(io)?;
     for (id, object) in &lo.objects {
         if !placeholders.contains(&Some(*id)) {
             w.object(*id, object).map_err(io)?;
