@@ -959,7 +959,8 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
         .collect();
     assert!(staged.is_empty(), "{staged:?}");
     let o = common::lmcp(home.path(), &["pdf", "/no/such.png", "--title", "x"]);
-    assert_eq!(o.status.code(), Some(1));
+    // bad input, as a damaged file is
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such.png"));
     let o = common::lmcp(home.path(), &["call", "workspace_list", "--json"]);
     let listed = common::json_out(&o);
@@ -1162,4 +1163,42 @@ fn the_longest_title_builds() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out_dir.join("document.pdf").is_file());
+}
+
+/// A bad or missing file among good ones: `lmcp pdf` exits 2 for both, names the file as it
+/// was given (not its staged copy), and leaves no scratch workspace or staging folder behind
+/// (imports still running wrote into the workspace while it was being removed).
+#[test]
+fn a_failed_lmcp_pdf_leaves_nothing_behind() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let good = h.join("good.png");
+    image::RgbImage::from_pixel(64, 48, image::Rgb([1, 2, 3]))
+        .save(&good)
+        .unwrap();
+    let bad = h.join("bad.png");
+    std::fs::write(&bad, "not an image").unwrap();
+    let missing = h.join("missing.png");
+    for (files, named) in [
+        (vec![&good, &bad, &good, &good], "bad.png"),
+        (vec![&good, &missing], "missing.png"),
+    ] {
+        let mut args = vec!["pdf", "-t", "t", "-o"];
+        let out_dir = h.join("out");
+        args.push(out_dir.to_str().unwrap());
+        args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        let out = common::lmcp(h, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(named) && !err.contains(".pdf-"), "{err}");
+        let workspaces = std::fs::read_dir(h.join("data/workspaces"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(workspaces, 0, "a scratch workspace was left");
+        let staging: Vec<_> = std::fs::read_dir(h.join("data/workspace"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(staging.is_empty(), "{staging:?}");
+        assert!(!out_dir.join("document.pdf").exists());
+    }
 }

@@ -198,8 +198,10 @@ async fn build(
                 .unwrap_or_default()
         );
         let to = staging.join(&name);
+        // a file that cannot be read is bad input, as a damaged one is (exit 2 for both)
         if std::fs::hard_link(image, &to).is_err() {
-            std::fs::copy(image, &to).map_err(|e| Error::io(image, e))?;
+            std::fs::copy(image, &to)
+                .map_err(|e| Error::Usage(format!("cannot read {}: {e}", image.display())))?;
         }
         staged.push((image.clone(), format!("{staging_name}/{name}")));
     }
@@ -230,7 +232,31 @@ async fn build(
         };
         let (i, image, imported) =
             finished.map_err(|e| Error::tool("asset_import", e.to_string()))?;
-        let imported = imported.map_err(|e| Error::Usage(format!("{}: {e}", image.display())))?;
+        let imported = match imported {
+            Ok(v) => v,
+            Err(e) => {
+                // The imports still running finish before the scratch workspace is removed
+                // (one writing into it meanwhile left a half-deleted workspace behind).
+                while running.join_next().await.is_some() {}
+                // Name the file as it was given, not its staged copy.
+                let staged = staging.join(format!(
+                    "{i:02}-{}",
+                    image
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                ));
+                let message = e
+                    .to_string()
+                    .replace(&staged.display().to_string(), &image.display().to_string());
+                let shown = image.display().to_string();
+                return Err(Error::Usage(if message.contains(&shown) {
+                    message
+                } else {
+                    format!("{shown}: {message}")
+                }));
+            }
+        };
         ids[i] = imported["asset_id"].clone();
         done += 1;
         if show {
