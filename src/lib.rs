@@ -11,14 +11,16 @@
 //! | [`registry`] | `ToolSpec` (schema, effect, kind, profile, annotations, availability)    |
 //! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
 //! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
-//! | [`script`]   | the Lua engine: sandboxed VM, limits, the `tools` bridge, stdlib          |
+//! | [`script`]   | the Lua engine: sandboxed VM, limit hook, compile checks, the `tools`    |
+//! |              | bridge, stdlib, the editor definitions                                   |
 //! | [`library`]  | saved programs: custom tools, recipes, skills (formats, stores, tools)   |
 //! | [`program`]  | `Program` (params, capabilities, steps or Lua), its scope and effect,   |
 //! |              | the one check, the header, and one runner per engine                     |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command,        |
 //! |              | friction reports, workspaces and assets, `build_image_pdf`                |
 //! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`, |
-//! |              | and `door`, what they share (gated call, who answers, output)            |
+//! |              | `door`, what they share (gated call, who answers, output), and `docs`,   |
+//! |              | the text generated from the code (help, man pages, tool lists)           |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 //! | [`text`]     | strings shown to people: control characters escaped                      |
 
