@@ -14,7 +14,7 @@
 //!
 //! # Limits, and why they hold
 //!
-//! - **Time and cancellation.** A count hook ([`hook`]; new coroutines inherit it) runs
+//! - **Time and cancellation.** A count hook (`hook.rs`; new coroutines inherit it) runs
 //!   every [`HOOK_EVERY`] instructions and raises an error once the run's deadline has passed or
 //!   its cancellation token fired. The interruption is *sticky*: from then on every catching
 //!   function (`pcall`, `xpcall`, `coroutine.resume`, `coroutine.close`) re-raises it when it
