@@ -1202,3 +1202,37 @@ fn a_failed_lmcp_pdf_leaves_nothing_behind() {
         assert!(!out_dir.join("document.pdf").exists());
     }
 }
+
+/// A symlinked image named on the command line is followed to its target (it was refused as
+/// leading outside the allowed roots).
+#[cfg(unix)]
+#[test]
+fn a_symlinked_image_is_followed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let real = h.join("real.png");
+    image::RgbImage::from_pixel(8, 8, image::Rgb([9, 9, 200]))
+        .save(&real)
+        .unwrap();
+    let link = h.join("link.png");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out_dir = h.join("out");
+    let out = common::lmcp(
+        h,
+        &[
+            "pdf",
+            "-t",
+            "t",
+            link.to_str().unwrap(),
+            "-o",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out_dir.join("document.pdf").is_file());
+}

@@ -199,9 +199,13 @@ async fn build(
         );
         let to = staging.join(&name);
         // a file that cannot be read is bad input, as a damaged one is (exit 2 for both)
-        if std::fs::hard_link(image, &to).is_err() {
-            std::fs::copy(image, &to)
-                .map_err(|e| Error::Usage(format!("cannot read {}: {e}", image.display())))?;
+        let unreadable =
+            |e: std::io::Error| Error::Usage(format!("cannot read {}: {e}", image.display()));
+        // A symlink named on the command line is the person's way of naming its target: the
+        // target is staged (a link to the link was refused as leading outside the roots).
+        let source = std::fs::canonicalize(image).map_err(unreadable)?;
+        if std::fs::hard_link(&source, &to).is_err() {
+            std::fs::copy(&source, &to).map_err(unreadable)?;
         }
         staged.push((image.clone(), format!("{staging_name}/{name}")));
     }
