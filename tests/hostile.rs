@@ -5,6 +5,7 @@ mod common;
 
 use common::{TestHost, call_yes, lmcp};
 use serde_json::json;
+use std::path::Path;
 
 /// A YAML alias bomb (9 levels of 9 aliases: ~400 bytes that expand to billions of nodes) is
 /// refused before anything is built, quickly, through `skill_install`.
@@ -213,6 +214,12 @@ async fn skill_tool_names_are_checked_before_anything_is_written() {
     assert!(e.contains("already the tool of `a / b__c`"), "{e}");
 }
 
+/// Writes `code` to `script` and runs it with `--timeout 1`.
+fn run_for_a_second(h: &Path, script: &Path, code: &str) -> std::process::Output {
+    std::fs::write(script, code).unwrap();
+    lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"])
+}
+
 /// To-be-closed variables run, and a looping `__close` obeys the deadline wherever Lua closes
 /// it: on a normal exit from its scope, while a timeout unwinds the main thread or a coroutine,
 /// as a generic `for`'s closing value inside `coroutine.wrap` (the hang from the field), and
@@ -249,8 +256,7 @@ fn looping_close_handlers_obey_the_deadline() {
     let script = h.join("hang.lua");
     for code in hangs {
         let code = format!("{closer}{code}");
-        std::fs::write(&script, &code).unwrap();
-        let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+        let out = run_for_a_second(h, &script, &code);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{code}: {err}");
         assert!(err.contains("timed out after 1s"), "{code}: {err}");
@@ -258,7 +264,8 @@ fn looping_close_handlers_obey_the_deadline() {
     }
     // the race: a coroutine killed by the deadline while its resumer is interrupted before it
     // could note so is still never closed (the hook's phase differs in each of 1,000 frames)
-    std::fs::write(
+    let out = run_for_a_second(
+        h,
         &script,
         "local looper = setmetatable({}, {__close = function() while true do end end})\n\
          local last_c\n\
@@ -274,23 +281,20 @@ fn looping_close_handlers_obey_the_deadline() {
            if d < 1000 then frame(d + 1) else while true do end end\n\
          end\n\
          frame(0)",
-    )
-    .unwrap();
-    let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("timed out after 1s") && !err.contains("did not stop"),
         "{err}"
     );
     // the metamethod added after setmetatable is closed under the deadline too
-    std::fs::write(
+    let out = run_for_a_second(
+        h,
         &script,
         "local mt = {} local c = setmetatable({}, mt)\n\
          mt.__close = function() while true do end end\n\
          do local x <close> = c end",
-    )
-    .unwrap();
-    let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("timed out after 1s"));
     // to-be-closed variables work: closed in reverse order, with the error that unwound them
     std::fs::write(
@@ -337,8 +341,7 @@ fn looping_close_handlers_obey_the_deadline() {
         "local mt = {} local obj = setmetatable({}, mt)\n\
          local g = getmetatable(mt) g.__newindex = nil mt.__gc = print",
     ] {
-        std::fs::write(&script, code).unwrap();
-        let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+        let out = run_for_a_second(h, &script, code);
         assert_eq!(out.status.code(), Some(1), "{code}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -394,8 +397,7 @@ fn c_loops_over_a_claimed_length_obey_the_deadline() {
         "local t = setmetatable({}, {__len = function() return 2^40 end,\n\
            __index = function() return 'x' end}) table.concat(t)",
     ] {
-        std::fs::write(&script, code).unwrap();
-        let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+        let out = run_for_a_second(h, &script, code);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{code}: {err}");
         assert!(
@@ -467,9 +469,8 @@ fn slow_c_work_obeys_the_deadline() {
             "cannot close",
         ),
     ] {
-        std::fs::write(&script, &code).unwrap();
         let started = std::time::Instant::now();
-        let out = lmcp(h, &["run", script.to_str().unwrap(), "--timeout", "1"]);
+        let out = run_for_a_second(h, &script, &code);
         let err = String::from_utf8_lossy(&out.stderr);
         let head = &code[..code.len().min(60)];
         assert_eq!(out.status.code(), Some(1), "{head}: {err}");

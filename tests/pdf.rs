@@ -1133,6 +1133,13 @@ fn decompression_bombs_are_refused_before_decoding() {
     assert!(err.contains("at most 2 megapixels"), "{err}");
 }
 
+/// `lmcp pdf -t TITLE IMAGES... -o OUT` with `LMCP_HOME` at `home`.
+fn lmcp_pdf(home: &Path, title: &str, images: &[&PathBuf], out: &Path) -> std::process::Output {
+    let mut args = vec!["pdf", "-t", title, "-o", out.to_str().unwrap()];
+    args.extend(images.iter().map(|f| f.to_str().unwrap()));
+    common::lmcp(home, &args)
+}
+
 /// A title of the longest length a document takes (200 characters) builds from the command
 /// line too (its scratch workspace name, "pdf: " + the title, was too long).
 #[test]
@@ -1145,17 +1152,7 @@ fn the_longest_title_builds() {
         .unwrap();
     let title = "T".repeat(200);
     let out_dir = h.join("out");
-    let out = common::lmcp(
-        h,
-        &[
-            "pdf",
-            "-t",
-            &title,
-            image.to_str().unwrap(),
-            "-o",
-            out_dir.to_str().unwrap(),
-        ],
-    );
+    let out = lmcp_pdf(h, &title, &[&image], &out_dir);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1183,11 +1180,8 @@ fn a_failed_lmcp_pdf_leaves_nothing_behind() {
         (vec![&good, &bad, &good, &good], "bad.png"),
         (vec![&good, &missing], "missing.png"),
     ] {
-        let mut args = vec!["pdf", "-t", "t", "-o"];
         let out_dir = h.join("out");
-        args.push(out_dir.to_str().unwrap());
-        args.extend(files.iter().map(|f| f.to_str().unwrap()));
-        let out = common::lmcp(h, &args);
+        let out = lmcp_pdf(h, "t", &files, &out_dir);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(named) && !err.contains(".pdf-"), "{err}");
@@ -1217,17 +1211,7 @@ fn a_symlinked_image_is_followed() {
     let link = h.join("link.png");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let out_dir = h.join("out");
-    let out = common::lmcp(
-        h,
-        &[
-            "pdf",
-            "-t",
-            "t",
-            link.to_str().unwrap(),
-            "-o",
-            out_dir.to_str().unwrap(),
-        ],
-    );
+    let out = lmcp_pdf(h, "t", &[&link], &out_dir);
     assert_eq!(
         out.status.code(),
         Some(0),
