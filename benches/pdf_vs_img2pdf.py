@@ -139,9 +139,11 @@ def report(label: str, ours: list, theirs: list, s_ours: int, s_theirs: int) -> 
 
 def main(binary: str, runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        # lmcp's home beside the files, not under them: a root holding lmcp's own data needs --yes
+        root = Path(tmp) / "work"
+        root.mkdir()
         sets = make_sets(root)
-        env = dict(os.environ, LMCP_HOME=str(root / "home"))
+        env = dict(os.environ, LMCP_HOME=str(Path(tmp) / "home"))
         subprocess.run([binary, "roots", "add", str(root)], env=env, check=True, capture_output=True)
         for name in ["jpeg", "png"]:
             files = [str(p) for p in sets[name]]

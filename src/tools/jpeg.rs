@@ -7,6 +7,9 @@
 //! hierarchical or arithmetic-coded), the Adobe APP14 transform (CMYK JPEGs written by Adobe
 //! software are stored inverted), and the EXIF orientation (1-8; 0 and anything else invalid
 //! means 1, as cameras that write 0 intend).
+//!
+//! It also reads the frame and scan headers into the block layout that the two entropy
+//! decoders (`pdf::huffman_jpeg`, `pdf::arithmetic_jpeg`) share.
 
 /// What a JPEG's header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +160,217 @@ pub fn exif_orientation(tiff: &[u8]) -> Option<u8> {
         }
     }
     None
+}
+
+/// How a frame's blocks are laid out (T.81 A.2, B.2.2): what decoding its scans needs.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameGeometry {
+    /// A progressive frame (SOF2, SOF10): scans carry bands of coefficients.
+    pub progressive: bool,
+    /// Pixels across.
+    pub width: usize,
+    /// Pixels down.
+    pub height: usize,
+    /// The largest horizontal and vertical sampling factors.
+    pub hmax: usize,
+    /// See `hmax`.
+    pub vmax: usize,
+    /// Minimum coded units across and down in an interleaved scan.
+    pub mcus_x: usize,
+    /// See `mcus_x`.
+    pub mcus_y: usize,
+}
+
+/// One frame component and where its blocks lie.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentSpec {
+    /// Its id, as scans name it.
+    pub id: u8,
+    /// Horizontal sampling factor (1-4).
+    pub h: usize,
+    /// Vertical sampling factor (1-4).
+    pub v: usize,
+    /// Its quantisation table (0-3).
+    pub quant: usize,
+    /// Blocks across and down in the MCU-padded grid.
+    pub grid_w: usize,
+    /// See `grid_w`.
+    pub grid_h: usize,
+    /// Blocks across and down that hold samples (what a scan of it alone codes).
+    pub real_w: usize,
+    /// See `real_w`.
+    pub real_h: usize,
+}
+
+impl ComponentSpec {
+    /// Blocks in the padded grid.
+    pub fn blocks(&self) -> usize {
+        self.grid_w * self.grid_h
+    }
+}
+
+/// A scan header (T.81 B.2.3).
+#[derive(Debug, Clone)]
+pub struct ScanHeader {
+    /// Per scan component: its index in the frame, its DC and AC table numbers.
+    pub comps: Vec<(usize, usize, usize)>,
+    /// Spectral selection start and end (zigzag indices).
+    pub ss: usize,
+    /// See `ss`.
+    pub se: usize,
+    /// Successive approximation: the bit position before (`ah`) and in (`al`) this scan.
+    pub ah: u8,
+    /// See `ah`.
+    pub al: u8,
+}
+
+/// A big-endian 16-bit number at `at`, or an error saying the file is cut short.
+pub fn be16(b: &[u8], at: usize) -> Result<usize, String> {
+    match b.get(at..at + 2) {
+        Some(s) => Ok(u16::from_be_bytes([s[0], s[1]]) as usize),
+        None => Err("the file ends inside a marker segment (cut short?)".to_string()),
+    }
+}
+
+/// The marker at `pos` (after any fill bytes): where it starts and its code. Fails when the
+/// file ends first or something else is there.
+pub fn marker_at(bytes: &[u8], mut pos: usize) -> Result<(usize, u8), String> {
+    while bytes.get(pos) == Some(&0xFF) && bytes.get(pos + 1) == Some(&0xFF) {
+        pos += 1;
+    }
+    if pos + 1 >= bytes.len() {
+        return Err("the file ends before its end-of-image marker (cut short?)".to_string());
+    }
+    if bytes[pos] != 0xFF {
+        return Err(format!("a marker was expected at byte {pos} (damaged?)"));
+    }
+    Ok((pos, bytes[pos + 1]))
+}
+
+/// The segment of the marker at `pos`: where it ends and its body (after the length).
+pub fn segment_at(bytes: &[u8], pos: usize) -> Result<(usize, &[u8]), String> {
+    let len = be16(bytes, pos + 2)?;
+    let end = pos + 2 + len;
+    if len < 2 || end > bytes.len() {
+        return Err("a marker segment runs past the end of the file (cut short?)".to_string());
+    }
+    Ok((end, &bytes[pos + 4..end]))
+}
+
+/// Reads an 8-bit frame header's body (after the length).
+pub fn parse_frame(
+    body: &[u8],
+    progressive: bool,
+) -> Result<(FrameGeometry, Vec<ComponentSpec>), String> {
+    let bad = |m: &str| Err(m.to_string());
+    if body.len() < 6 {
+        return bad("the frame header is too short");
+    }
+    if body[0] != 8 {
+        return Err(format!(
+            "{}-bit samples cannot be shown by PDF readers",
+            body[0]
+        ));
+    }
+    let height = be16(body, 1)?;
+    let width = be16(body, 3)?;
+    let n = body[5] as usize;
+    if width == 0 || height == 0 || !matches!(n, 1 | 3 | 4) || body.len() < 6 + 3 * n {
+        return bad("the frame header is invalid");
+    }
+    let specs: Vec<(u8, usize, usize, usize)> = (0..n)
+        .map(|i| {
+            let s = &body[6 + 3 * i..9 + 3 * i];
+            let (h, v) = ((s[1] >> 4) as usize, (s[1] & 0x0F) as usize);
+            (s[0], h, v, s[2] as usize)
+        })
+        .collect();
+    if specs
+        .iter()
+        .any(|(_, h, v, q)| !(1..=4).contains(h) || !(1..=4).contains(v) || *q > 3)
+    {
+        return bad("a component has invalid sampling factors or quantisation table");
+    }
+    let hmax = specs.iter().map(|s| s.1).max().unwrap_or(1);
+    let vmax = specs.iter().map(|s| s.2).max().unwrap_or(1);
+    let (mcus_x, mcus_y) = (width.div_ceil(8 * hmax), height.div_ceil(8 * vmax));
+    let comps = specs
+        .into_iter()
+        .map(|(id, h, v, quant)| ComponentSpec {
+            id,
+            h,
+            v,
+            quant,
+            grid_w: mcus_x * h,
+            grid_h: mcus_y * v,
+            real_w: (width * h).div_ceil(hmax).div_ceil(8),
+            real_h: (height * v).div_ceil(vmax).div_ceil(8),
+        })
+        .collect();
+    let geometry = FrameGeometry {
+        progressive,
+        width,
+        height,
+        hmax,
+        vmax,
+        mcus_x,
+        mcus_y,
+    };
+    Ok((geometry, comps))
+}
+
+/// Reads a scan header's body against its frame's components.
+pub fn parse_scan(
+    body: &[u8],
+    progressive: bool,
+    frame: &[ComponentSpec],
+) -> Result<ScanHeader, String> {
+    let bad = |m: &str| Err(m.to_string());
+    let n = *body.first().ok_or("the scan header is empty")? as usize;
+    if n == 0 || n > 4 || body.len() < 1 + 2 * n + 3 {
+        return bad("the scan header is invalid");
+    }
+    let mut comps: Vec<(usize, usize, usize)> = Vec::with_capacity(n);
+    for i in 0..n {
+        let (id, tables) = (body[1 + 2 * i], body[2 + 2 * i]);
+        let Some(ci) = frame.iter().position(|c| c.id == id) else {
+            return bad("a scan names a component the frame does not have");
+        };
+        if comps.iter().any(|c| c.0 == ci) {
+            return bad("a scan names a component twice");
+        }
+        let (dc, ac) = ((tables >> 4) as usize, (tables & 0x0F) as usize);
+        if dc > 3 || ac > 3 {
+            return bad("a scan names a table above 3");
+        }
+        comps.push((ci, dc, ac));
+    }
+    let rest = &body[1 + 2 * n..];
+    let (ss, se, ah, al) = (
+        rest[0] as usize,
+        rest[1] as usize,
+        rest[2] >> 4,
+        rest[2] & 0x0F,
+    );
+    let valid = if progressive {
+        se <= 63 && ss <= se && (ss > 0 || se == 0) && (ss == 0 || n == 1) && al < 14 && ah < 14
+    } else {
+        ss == 0 && se == 63 && ah == 0 && al == 0
+    };
+    if !valid {
+        return bad("the scan's spectral selection or approximation is invalid");
+    }
+    let blocks: usize = comps.iter().map(|c| frame[c.0].h * frame[c.0].v).sum();
+    if n > 1 && blocks > 10 {
+        return bad("a scan's blocks per unit exceed 10");
+    }
+    Ok(ScanHeader {
+        comps,
+        ss,
+        se,
+        ah,
+        al,
+    })
 }
 
 #[cfg(test)]

@@ -136,6 +136,8 @@ const QE_TABLE: [u32; 114] = {
 /// The state of the fixed one-half probability estimate.
 const FIXED_HALF: u8 = 113;
 
+use crate::tools::jpeg::{self, ComponentSpec, FrameGeometry, ScanHeader as Scan, be16};
+
 type Res<T> = std::result::Result<T, String>;
 
 fn fail<T>(m: impl Into<String>) -> Res<T> {
@@ -144,15 +146,7 @@ fn fail<T>(m: impl Into<String>) -> Res<T> {
 
 /// One frame component and its coefficients, kept in zigzag order (the order both codings use).
 struct Component {
-    id: u8,
-    h: usize,
-    v: usize,
-    table: u8,
-    /// Blocks across in the MCU-padded grid.
-    grid_w: usize,
-    /// Blocks across and down that hold image samples.
-    real_w: usize,
-    real_h: usize,
+    spec: ComponentSpec,
     blocks: Vec<[i16; 64]>,
 }
 
@@ -318,17 +312,6 @@ impl Stats {
     }
 }
 
-/// One scan's header.
-struct Scan {
-    /// Index into the frame's components, with the DC and AC table numbers.
-    comps: Vec<(usize, usize, usize)>,
-    ss: usize,
-    se: usize,
-    ah: u8,
-    al: u8,
-}
-
-/// A DC difference (T.81 F.2.4.1 / F.1.4.4.1); updates the component's context.
 fn decode_dc_diff(
     d: &mut Decoder,
     stats: &mut [u8; 64],
@@ -441,12 +424,8 @@ fn decode_ac_refine(
 
 /// The frame being decoded.
 struct Frame {
-    progressive: bool,
-    width: usize,
-    height: usize,
+    geo: FrameGeometry,
     comps: Vec<Component>,
-    mcus_x: usize,
-    mcus_y: usize,
     restart_interval: usize,
     conditioning: Conditioning,
 }
@@ -461,19 +440,22 @@ impl Frame {
         // Which blocks make up each MCU, in coding order: (scan component, block index).
         let units: Vec<Vec<(usize, usize)>> = if scan.comps.len() == 1 {
             let c = &self.comps[scan.comps[0].0];
-            (0..c.real_h)
-                .flat_map(|y| (0..c.real_w).map(move |x| vec![(0, y * c.grid_w + x)]))
+            (0..c.spec.real_h)
+                .flat_map(|y| (0..c.spec.real_w).map(move |x| vec![(0, y * c.spec.grid_w + x)]))
                 .collect()
         } else {
-            let mut units = Vec::with_capacity(self.mcus_x * self.mcus_y);
-            for my in 0..self.mcus_y {
-                for mx in 0..self.mcus_x {
+            let mut units = Vec::with_capacity(self.geo.mcus_x * self.geo.mcus_y);
+            for my in 0..self.geo.mcus_y {
+                for mx in 0..self.geo.mcus_x {
                     let mut unit = Vec::new();
                     for (sc, (ci, _, _)) in scan.comps.iter().enumerate() {
                         let c = &self.comps[*ci];
-                        for v in 0..c.v {
-                            for h in 0..c.h {
-                                unit.push((sc, (my * c.v + v) * c.grid_w + mx * c.h + h));
+                        for v in 0..c.spec.v {
+                            for h in 0..c.spec.h {
+                                unit.push((
+                                    sc,
+                                    (my * c.spec.v + v) * c.spec.grid_w + mx * c.spec.h + h,
+                                ));
                             }
                         }
                     }
@@ -511,7 +493,7 @@ impl Frame {
                 }
                 // Sequential scans carry each block's AC coefficients after its DC; progressive
                 // ones carry a band of them in scans of their own.
-                let first_pass = match (self.progressive, scan.ss, scan.ah) {
+                let first_pass = match (self.geo.progressive, scan.ss, scan.ah) {
                     (false, _, _) => Some((1, 63, 0)),
                     (true, 1.., 0) => Some((scan.ss, scan.se, scan.al)),
                     _ => None,
@@ -540,13 +522,6 @@ impl Frame {
     }
 }
 
-fn be16(b: &[u8], at: usize) -> Res<usize> {
-    match b.get(at..at + 2) {
-        Some(s) => Ok(u16::from_be_bytes([s[0], s[1]]) as usize),
-        None => fail("the file ends inside a marker segment (cut short?)"),
-    }
-}
-
 /// Re-codes an arithmetic-coded JPEG (sequential or progressive, 8-bit) as a baseline Huffman
 /// JPEG with the same coefficients. Fails, saying why, on anything else or a damaged file.
 pub fn to_huffman(bytes: &[u8]) -> Res<Vec<u8>> {
@@ -563,26 +538,12 @@ pub fn to_huffman(bytes: &[u8]) -> Res<Vec<u8>> {
     let mut restart_interval = 0;
     let mut pos = 2;
     loop {
-        // Markers may be preceded by fill bytes.
-        while bytes.get(pos) == Some(&0xFF) && bytes.get(pos + 1) == Some(&0xFF) {
-            pos += 1;
-        }
-        if pos + 1 >= bytes.len() {
-            return fail("the file ends before its end-of-image marker (cut short?)");
-        }
-        if bytes[pos] != 0xFF {
-            return fail(format!("a marker was expected at byte {pos}"));
-        }
-        let marker = bytes[pos + 1];
+        let marker;
+        (pos, marker) = jpeg::marker_at(bytes, pos)?;
         if marker == 0xD9 {
             break;
         }
-        let len = be16(bytes, pos + 2)?;
-        let end = pos + 2 + len;
-        if len < 2 || end > bytes.len() {
-            return fail("a marker segment runs past the end of the file (cut short?)");
-        }
-        let body = &bytes[pos + 4..end];
+        let (end, body) = jpeg::segment_at(bytes, pos)?;
         match marker {
             0xE0..=0xEF | 0xFE | 0xDB => kept.push(&bytes[pos..end]),
             0xC9 | 0xCA => {
@@ -647,63 +608,21 @@ pub fn to_huffman(bytes: &[u8]) -> Res<Vec<u8>> {
 }
 
 fn parse_frame(body: &[u8], progressive: bool) -> Res<Frame> {
-    if body.len() < 6 {
-        return fail("the frame header is too short");
-    }
-    if body[0] != 8 {
-        return fail(format!(
-            "{}-bit samples cannot be shown by PDF readers",
-            body[0]
-        ));
-    }
-    let height = u16::from_be_bytes([body[1], body[2]]) as usize;
-    let width = u16::from_be_bytes([body[3], body[4]]) as usize;
-    let n = body[5] as usize;
-    if width == 0 || height == 0 || !matches!(n, 1 | 3 | 4) || body.len() < 6 + 3 * n {
-        return fail("the frame header is invalid");
-    }
-    let specs: Vec<(u8, usize, usize, u8)> = (0..n)
-        .map(|i| {
-            let s = &body[6 + 3 * i..9 + 3 * i];
-            (s[0], (s[1] >> 4) as usize, (s[1] & 0x0F) as usize, s[2])
-        })
-        .collect();
-    if specs
-        .iter()
-        .any(|(_, h, v, t)| !(1..=4).contains(h) || !(1..=4).contains(v) || *t > 3)
-    {
-        return fail("a component has invalid sampling factors or table");
-    }
-    let hmax = specs.iter().map(|s| s.1).max().unwrap_or(1);
-    let vmax = specs.iter().map(|s| s.2).max().unwrap_or(1);
-    let (mcus_x, mcus_y) = (width.div_ceil(8 * hmax), height.div_ceil(8 * vmax));
+    let (geo, specs) = jpeg::parse_frame(body, progressive)?;
     // 2^22 blocks of 128 bytes: half a gigabyte, a 150-megapixel photo.
-    if mcus_x * mcus_y * specs.iter().map(|s| s.1 * s.2).sum::<usize>() > 1 << 22 {
+    if specs.iter().map(ComponentSpec::blocks).sum::<usize>() > 1 << 22 {
         return fail("the image is too large to re-code");
     }
     let comps = specs
         .into_iter()
-        .map(|(id, h, v, table)| {
-            let (grid_w, grid_h) = (mcus_x * h, mcus_y * v);
-            Component {
-                id,
-                h,
-                v,
-                table,
-                grid_w,
-                real_w: (width * h).div_ceil(hmax).div_ceil(8),
-                real_h: (height * v).div_ceil(vmax).div_ceil(8),
-                blocks: vec![[0i16; 64]; grid_w * grid_h],
-            }
+        .map(|spec| Component {
+            blocks: vec![[0i16; 64]; spec.blocks()],
+            spec,
         })
         .collect();
     Ok(Frame {
-        progressive,
-        width,
-        height,
+        geo,
         comps,
-        mcus_x,
-        mcus_y,
         restart_interval: 0,
         conditioning: Conditioning {
             dc_l: [0; 4],
@@ -714,46 +633,8 @@ fn parse_frame(body: &[u8], progressive: bool) -> Res<Frame> {
 }
 
 fn parse_scan(body: &[u8], frame: &Frame) -> Res<Scan> {
-    let n = *body.first().ok_or("the scan header is empty")? as usize;
-    if n == 0 || n > 4 || body.len() < 1 + 2 * n + 3 {
-        return fail("the scan header is invalid");
-    }
-    let mut comps = Vec::with_capacity(n);
-    for i in 0..n {
-        let (id, tables) = (body[1 + 2 * i], body[2 + 2 * i]);
-        let ci = frame
-            .comps
-            .iter()
-            .position(|c| c.id == id)
-            .ok_or("a scan names a component the frame does not have")?;
-        let (dc, ac) = ((tables >> 4) as usize, (tables & 0x0F) as usize);
-        if dc > 3 || ac > 3 {
-            return fail("a scan names a table above 3");
-        }
-        comps.push((ci, dc, ac));
-    }
-    let rest = &body[1 + 2 * n..];
-    let (ss, se, ah, al) = (
-        rest[0] as usize,
-        rest[1] as usize,
-        rest[2] >> 4,
-        rest[2] & 0x0F,
-    );
-    let valid = if frame.progressive {
-        se <= 63 && ss <= se && (ss > 0 || se == 0) && (ss == 0 || n == 1) && al < 14
-    } else {
-        ss == 0 && se == 63 && ah == 0 && al == 0
-    };
-    if !valid {
-        return fail("the scan's spectral selection or approximation is invalid");
-    }
-    Ok(Scan {
-        comps,
-        ss,
-        se,
-        ah,
-        al,
-    })
+    let specs: Vec<ComponentSpec> = frame.comps.iter().map(|c| c.spec).collect();
+    jpeg::parse_scan(body, frame.geo.progressive, &specs)
 }
 
 /// An optimal JPEG Huffman table for these symbol counts (T.81 K.2): code lengths per length
@@ -933,21 +814,21 @@ fn walk_symbols(frame: &Frame, mut emit: impl FnMut(usize, usize, u8, u32, u8)) 
     };
     if frame.comps.len() == 1 {
         let c = &frame.comps[0];
-        for y in 0..c.real_h {
-            for x in 0..c.real_w {
-                block(0, &c.blocks[y * c.grid_w + x], &mut pred)?;
+        for y in 0..c.spec.real_h {
+            for x in 0..c.spec.real_w {
+                block(0, &c.blocks[y * c.spec.grid_w + x], &mut pred)?;
             }
         }
         return Ok(());
     }
-    for my in 0..frame.mcus_y {
-        for mx in 0..frame.mcus_x {
+    for my in 0..frame.geo.mcus_y {
+        for mx in 0..frame.geo.mcus_x {
             for (ci, c) in frame.comps.iter().enumerate() {
-                for v in 0..c.v {
-                    for h in 0..c.h {
+                for v in 0..c.spec.v {
+                    for h in 0..c.spec.h {
                         block(
                             ci,
-                            &c.blocks[(my * c.v + v) * c.grid_w + mx * c.h + h],
+                            &c.blocks[(my * c.spec.v + v) * c.spec.grid_w + mx * c.spec.h + h],
                             &mut pred,
                         )?;
                     }
@@ -978,11 +859,15 @@ fn encode_baseline(frame: &Frame, kept: &[&[u8]]) -> Res<Vec<u8>> {
         out.extend_from_slice(s);
     }
     let mut sof = vec![8];
-    sof.extend_from_slice(&(frame.height as u16).to_be_bytes());
-    sof.extend_from_slice(&(frame.width as u16).to_be_bytes());
+    sof.extend_from_slice(&(frame.geo.height as u16).to_be_bytes());
+    sof.extend_from_slice(&(frame.geo.width as u16).to_be_bytes());
     sof.push(frame.comps.len() as u8);
     for c in &frame.comps {
-        sof.extend_from_slice(&[c.id, ((c.h as u8) << 4) | c.v as u8, c.table]);
+        sof.extend_from_slice(&[
+            c.spec.id,
+            ((c.spec.h as u8) << 4) | c.spec.v as u8,
+            c.spec.quant as u8,
+        ]);
     }
     segment(&mut out, 0xC0, &sof);
     let mut dht = Vec::new();
@@ -1005,7 +890,7 @@ fn encode_baseline(frame: &Frame, kept: &[&[u8]]) -> Res<Vec<u8>> {
     let mut sos = vec![frame.comps.len() as u8];
     for (ci, c) in frame.comps.iter().enumerate() {
         let t = u8::from(ci > 0);
-        sos.extend_from_slice(&[c.id, (t << 4) | t]);
+        sos.extend_from_slice(&[c.spec.id, (t << 4) | t]);
     }
     sos.extend_from_slice(&[0, 63, 0]);
     segment(&mut out, 0xDA, &sos);

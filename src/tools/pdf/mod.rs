@@ -15,6 +15,7 @@
 
 pub mod arithmetic_jpeg;
 pub mod flate;
+pub mod huffman_jpeg;
 pub mod prepare;
 mod preview;
 pub mod writer;

@@ -1,8 +1,9 @@
 //! An image made ready for pages once, when it is imported, so a build only copies bytes.
 //!
-//! Importing must decode the file anyway (a damaged image is refused then, not at build time);
-//! that one decode also yields the preview thumbnail and, for everything that is not a JPEG
-//! embedded as it is, the PDF image planes — colour and alpha, PNG-filtered and compressed
+//! Importing must check the file anyway (a damaged image is refused then, not at build time).
+//! A JPEG a PDF embeds as it is gets its entropy-coded data checked to the last block and its
+//! thumbnail from the blocks' DC picture, no pixel decoded (see [`super::huffman_jpeg`]);
+//! anything else is decoded once, which yields the preview thumbnail and the PDF image planes — colour and alpha, PNG-filtered and compressed
 //! (see [`super::flate`]). They are kept beside the asset (`N.prepared`, `N.thumb`) and checked
 //! against the asset's SHA-256 when used; a missing or stale one is simply made again from the
 //! asset, so these files are a cache, never the only copy of anything.
@@ -185,14 +186,22 @@ pub fn analyse(
         budget.check(w, h, w * h * 4 * 2)?;
     }
     if let Some(info) = header.filter(|i| i.pdf_can_embed()) {
-        // Embedded as it is, so only a thumbnail is needed: decoded at 1/2-1/8 scale, which
-        // still reads every coefficient (so a damaged or cut file is refused) at half the cost.
-        let small = decode_jpeg(bytes, 8, true)?;
+        // Embedded as it is, so it is only checked to its last block (a cut file with an end
+        // marker appended is refused) and a thumbnail made: from the blocks' DC picture (1/8
+        // scale, no pixel decoded), or for a small image whose DC picture is smaller than a
+        // thumbnail, from a decode at the scale one needs.
+        let checked = super::huffman_jpeg::check(bytes)?;
+        let dc = &checked.dc_image;
+        let source = if dc.width().max(dc.height()) >= THUMB_EDGE {
+            checked.dc_image
+        } else {
+            decode_jpeg(bytes, 8, true)?.image
+        };
         return Ok(Analysis {
             width: info.width as u32,
             height: info.height as u32,
             orientation: info.orientation,
-            thumbnail: thumbnail(&small.image, info.orientation)?,
+            thumbnail: thumbnail(&source, info.orientation)?,
             prepared: None,
         });
     }
