@@ -89,6 +89,16 @@ pub enum Error {
     #[error("{tool} failed: {message}")]
     Tool { tool: String, message: String },
 
+    /// A tool ran and failed, and described the failure in a result of its own declared shape
+    /// (`build_image_pdf`'s `stage: failed`, `retryable` and `error`): an error at every door
+    /// (exit 1, `isError`, a Lua error), with that result kept as its details for machines.
+    #[error("{tool} failed: {message}")]
+    Reported {
+        tool: String,
+        message: String,
+        result: Box<serde_json::Value>,
+    },
+
     /// A tool was given a path or value it refuses (outside the allowed roots, too big...).
     #[error("{0}")]
     Refused(String),
@@ -217,7 +227,7 @@ impl Error {
             Error::Cancelled => "cancelled",
             Error::Timeout { .. } => "timeout",
             Error::Limit { .. } => "limit",
-            Error::Tool { .. } => "tool_error",
+            Error::Tool { .. } | Error::Reported { .. } => "tool_error",
             Error::Refused(_) => "refused",
             Error::Io { .. } => "io",
             Error::Corrupt { .. } => "corrupt",
@@ -259,13 +269,14 @@ impl Error {
     }
 
     /// Structured details for machine readers (MCP results, `--json`): the completed steps of a
-    /// failed program.
+    /// failed program, or the result a tool described its failure in.
     pub fn details(&self) -> Option<serde_json::Value> {
         match self {
             Error::StepFailed(f) => Some(serde_json::json!({
                 "failed_step": {"id": f.step, "tool": f.tool, "error": {"class": f.class, "message": f.message}},
                 "completed_steps": f.completed,
             })),
+            Error::Reported { result, .. } => Some((**result).clone()),
             _ => None,
         }
     }

@@ -431,7 +431,8 @@ fn check_output_schema(tools: &[Tool], name: &str, r: &CallToolResult) {
     let Some(schema) = &tool(tools, name).output_schema else {
         return;
     };
-    if is_error(r) {
+    // an error may leave structured content out; what is there must match
+    if is_error(r) && r.structured_content.is_none() {
         return;
     }
     let schema = Value::Object((**schema).clone());
@@ -546,6 +547,20 @@ async fn listing(g: Generation) {
     check_output_schema(&tools, "get_datetime", &r);
     assert!(
         !is_error(&r) && structured(&r).get("weekday").is_some(),
+        "{r:?}"
+    );
+    // a failed PDF build is an error whose structured content is still the tool's own shape
+    let r = s.call("workspace_create", json!({"name": "empty"})).await;
+    let ws = structured(&r).get("workspace_id").cloned().unwrap();
+    let args =
+        json!({"workspace_id": ws, "source_asset_ids": [9], "title": "T", "preset": "square"});
+    let r = s.call("build_image_pdf", args).await;
+    assert!(is_error(&r), "{r:?}");
+    check_output_schema(&tools, "build_image_pdf", &r);
+    assert_eq!(structured(&r).get("stage"), Some(&json!("failed")), "{r:?}");
+    assert_eq!(
+        structured(&r).get("retryable"),
+        Some(&json!(false)),
         "{r:?}"
     );
     s.close().await;

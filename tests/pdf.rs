@@ -13,6 +13,28 @@ async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
     common::call_yes(&t.host, tool, args).await
 }
 
+/// Builds what must fail: the error is a tool failure (exit 1) whose details are SPEC §6's
+/// `stage: failed` result, returned here.
+async fn failed_build(t: &TestHost, args: Value) -> Value {
+    let ctx = lmcp::CallContext::root(lmcp::Origin::Cli, lmcp::ConfirmMode::Confirmed)
+        .with_confirmer(std::sync::Arc::new(lmcp::gate::AlwaysYes));
+    let e = t
+        .host
+        .call(lmcp::CallRequest::new("build_image_pdf", args, ctx))
+        .await
+        .into_result()
+        .expect_err("the build must fail");
+    assert_eq!((e.class(), e.exit_code()), ("tool_error", 1), "{e}");
+    let r = e.details().expect("the failed result");
+    assert_eq!(r["stage"], "failed", "{r}");
+    assert_eq!(
+        r["error"].as_str(),
+        Some(e.to_string().trim_start_matches("build_image_pdf failed: ")),
+        "{r}"
+    );
+    r
+}
+
 fn jpeg_bytes(img: &image::RgbImage) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     img.write_to(&mut out, image::ImageFormat::Jpeg).unwrap();
@@ -329,7 +351,7 @@ async fn bad_inputs_give_the_documented_errors() {
     // an unknown asset: failed, not retryable
     let mut unknown = ok.clone();
     unknown["source_asset_ids"] = json!([1, 7]);
-    let r = call(&f.t, "build_image_pdf", unknown).await.unwrap();
+    let r = failed_build(&f.t, unknown).await;
     assert_eq!(
         (
             r["stage"].as_str().unwrap(),
@@ -342,7 +364,7 @@ async fn bad_inputs_give_the_documented_errors() {
     // a stored file deleted behind our back: failed, retryable (an I/O failure)
     let (_, stored) = lmcp::tools::assets::asset(&f.t.host, &f.ws, 1).unwrap();
     std::fs::remove_file(&stored).unwrap();
-    let r = call(&f.t, "build_image_pdf", ok).await.unwrap();
+    let r = failed_build(&f.t, ok).await;
     assert_eq!(
         (
             r["stage"].as_str().unwrap(),
@@ -841,7 +863,7 @@ async fn prepared_planes_are_remade_when_missing_or_stale() {
     // The asset's own file cut short: refused, and not retryable (importing again mends it).
     let bytes = std::fs::read(&stored).unwrap();
     std::fs::write(&stored, &bytes[..bytes.len() / 2]).unwrap();
-    let r = call(&f.t, "build_image_pdf", args).await.unwrap();
+    let r = failed_build(&f.t, args).await;
     assert_eq!(
         (r["stage"].as_str(), r["retryable"].as_bool()),
         (Some("failed"), Some(false)),
@@ -1219,4 +1241,113 @@ fn a_symlinked_image_is_followed() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out_dir.join("document.pdf").is_file());
+}
+
+/// A JPEG cut in half with an end-of-image marker appended (most decoders show it, half grey)
+/// is refused at import, baseline and progressive alike, and `lmcp pdf` exits 2 naming it.
+#[test]
+fn a_cut_jpeg_with_an_end_marker_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let whole = jpeg_bytes(&image::RgbImage::from_fn(640, 480, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x * y) % 256) as u8])
+    }));
+    for (name, bytes) in [
+        ("baseline", whole),
+        ("progressive", fixture_file("progressive-restart.jpg")),
+    ] {
+        let mut half = bytes[..bytes.len() / 2].to_vec();
+        half.extend_from_slice(&[0xFF, 0xD9]);
+        let file = h.join(format!("{name}-half.jpg"));
+        std::fs::write(&file, &half).unwrap();
+        let out = lmcp_pdf(h, "t", &[&file], &h.join("out"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{name}-half.jpg")) && err.contains("cut short"),
+            "{name}: {err}"
+        );
+        assert!(!h.join("out").exists());
+    }
+}
+
+/// `lmcp pdf -o DIR` killed (SIGKILL) at any moment leaves DIR with all three files, whole, or
+/// no DIR at all; the next run sweeps the staging folder a kill left beside it.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_lmcp_pdf_leaves_all_three_files_or_none() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let images: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let p = h.join(format!("{i}.jpg"));
+            let img = image::RgbImage::from_fn(800, 600, |x, y| {
+                image::Rgb([(x % 256) as u8, (y % 256) as u8, (i * 60) as u8])
+            });
+            std::fs::write(&p, jpeg_bytes(&img)).unwrap();
+            p
+        })
+        .collect();
+    let run = |out: &Path| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
+        cmd.args(["pdf", "-t", "t", "-o", out.to_str().unwrap()])
+            .args(&images)
+            .env("LMCP_HOME", h)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd
+    };
+    // how long a whole run takes here, to spread the kills over it
+    let started = std::time::Instant::now();
+    assert!(run(&h.join("whole")).status().unwrap().success());
+    let whole = started.elapsed();
+    let mut outcomes = [0; 2];
+    for i in 0..24u32 {
+        let out = h.join(format!("out{i}"));
+        let mut child = run(&out).spawn().unwrap();
+        std::thread::sleep(whole * i / 20);
+        let _ = child.kill();
+        let _ = child.wait();
+        if !out.exists() {
+            outcomes[0] += 1;
+            continue;
+        }
+        outcomes[1] += 1;
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["document.pdf", "manifest.json", "preview.html"],
+            "run {i}"
+        );
+        let manifest: Value =
+            serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(
+            manifest["pages"].as_array().map(Vec::len),
+            Some(4),
+            "{manifest}"
+        );
+        lopdf::Document::load(out.join("document.pdf")).unwrap();
+    }
+    assert!(
+        outcomes[1] > 0,
+        "no run got as far as its results: {outcomes:?}"
+    );
+    // a staging folder a kill left beside a DIR is swept by the next run into it
+    let dead = {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let left = h.join(format!(".again.lmcp-pdf-{dead}-0123"));
+    std::fs::create_dir(&left).unwrap();
+    std::fs::write(left.join("document.pdf"), "half").unwrap();
+    assert!(run(&h.join("again")).status().unwrap().success());
+    assert!(!left.exists(), "the staging folder was left");
+    assert!(h.join("again/document.pdf").is_file());
 }

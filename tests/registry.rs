@@ -172,10 +172,17 @@ async fn results_meet_their_output_schemas() {
     let call = |name: &'static str, args: Value| {
         let host = std::sync::Arc::clone(&t.host);
         async move {
-            host.call(CallRequest::new(name, args, ctx()))
+            match host
+                .call(CallRequest::new(name, args, ctx()))
                 .await
                 .into_result()
-                .unwrap_or_else(|e| panic!("{name}: {e}"))
+            {
+                Ok(v) => v,
+                // a failure the tool describes in its own shape (isError over MCP, with this as
+                // its structured content) must meet the schema too
+                Err(e @ lmcp::Error::Reported { .. }) => e.details().unwrap(),
+                Err(e) => panic!("{name}: {e}"),
+            }
         }
     };
     let ws = call("workspace_create", json!({"name": "schemas"})).await["workspace_id"].clone();
@@ -201,7 +208,7 @@ async fn results_meet_their_output_schemas() {
             "build_image_pdf",
             json!({"workspace_id": ws, "source_asset_ids": [1], "title": "t", "preset": "square"}),
         ),
-        // a failed build is a result too
+        // a failed build: an error whose details are a result of the same shape
         (
             "build_image_pdf",
             json!({"workspace_id": ws, "source_asset_ids": [99], "title": "t", "preset": "square"}),

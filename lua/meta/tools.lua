@@ -162,7 +162,8 @@ function tools.asset_list(args) end
 ---Build one PDF from a workspace's images, one per page in the given order, fitted inside a margin
 ---and centred (square 210×210 mm, portrait A4 or landscape A4). JPEGs are embedded byte for byte;
 ---other images losslessly, with transparency. Writes document.pdf, manifest.json and preview.html
----to a new output folder.
+---to a new output folder. A failed build is an error whose result has stage `failed`, `retryable`
+---and `error`.
 ---effect: write
 ---@param args build_image_pdf_args
 ---@return build_image_pdf_result|Preview

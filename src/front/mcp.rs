@@ -321,10 +321,13 @@ fn to_result(outcome: Outcome, schema_listed: bool) -> CallToolResult {
                 Outcome::Failed(e) => e.to_string(),
                 _ => String::new(),
             };
-            let mut r = if schema_listed {
-                CallToolResult::error(vec![])
-            } else {
-                CallToolResult::structured_error(j.clone())
+            let mut r = match &other {
+                // a failure the tool described in its own declared shape fits its output schema
+                Outcome::Failed(Error::Reported { result, .. }) if schema_listed => {
+                    CallToolResult::structured_error((**result).clone())
+                }
+                _ if schema_listed => CallToolResult::error(vec![]),
+                _ => CallToolResult::structured_error(j.clone()),
             };
             r.content = vec![
                 ContentBlock::text(message),

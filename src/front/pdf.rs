@@ -3,11 +3,12 @@
 //! The images named on the command line are staged into a folder of the lmcp workspace (so the
 //! imports stay inside the allowed roots), imported into a new scratch workspace and built, all
 //! through the gate; the staged copies are removed afterwards. With `-o`, the document, manifest
-//! and preview are moved there (copied across file systems) and the scratch workspace is
-//! removed; without it they stay in the scratch workspace, which `workspace_list` shows.
+//! and preview are put there all three or none (see [`deliver`]) and the scratch workspace is
+//! removed; without it they stay in the scratch workspace, which `workspace_list` shows. A run
+//! that fails at any point leaves no scratch workspace and nothing in `-o`.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
@@ -77,20 +78,8 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     let mut scratch = None;
     let result = build(host, &args, preset, &staging_name, &mut scratch).await;
     let _ = std::fs::remove_dir_all(&staging);
-    let built = result.and_then(|built| {
-        if built["stage"] == "ready" {
-            Ok(built)
-        } else {
-            Err(Error::tool(
-                "build_image_pdf",
-                built["error"]
-                    .as_str()
-                    .unwrap_or("the build failed")
-                    .to_string(),
-            ))
-        }
-    });
-    let built = match built {
+    // a failed build is an error (exit 1), as at every door
+    let built = match result {
         Ok(b) => b,
         Err(e) => {
             // Nothing in a failed scratch workspace is worth keeping.
@@ -100,16 +89,15 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     };
     let mut value = built.clone();
     if let Some(dir) = &args.output {
+        let delivered = deliver(&built, dir);
+        // Either way the scratch workspace (a copy of every image and its prepared planes) goes:
+        // the results are where the person asked for them, or the run failed as a whole.
+        remove_scratch(host, scratch.as_deref()).await;
+        delivered?;
         for (key, file) in OUTPUT_FILES {
-            let from = PathBuf::from(built[key].as_str().unwrap_or_default());
-            let to = dir.join(file);
-            store::atomic_move(&from, &to)?;
-            value[key] = json!(to.display().to_string());
+            value[key] = json!(dir.join(file).display().to_string());
         }
         value["output_directory"] = json!(dir.display().to_string());
-        // The results are where the person asked for them: the scratch workspace (a copy of
-        // every image and its prepared planes) would only take up room.
-        remove_scratch(host, scratch.as_deref()).await;
     }
     emit(json, &value, || {
         format!(
@@ -122,12 +110,119 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     Ok(0)
 }
 
+/// The start of the name of a folder the results are staged in, in `-o DIR` (when it exists)
+/// or beside it (`.DIR` + this, when it does not); the process id and a random part follow.
+const STAGING: &str = ".lmcp-pdf-";
+
+/// Puts the three result files into `dir` together or not at all. When `dir` does not exist
+/// yet, they are staged in a folder beside it that is then renamed to `dir`: one atomic step,
+/// so an interrupted run (even `kill -9`) leaves all three or no `dir`. When it exists, they
+/// are staged inside it (copied whole and synced first when lmcp's data is on another file
+/// system), then renamed into place one after the other — microseconds, during which Ctrl-C
+/// is held off (lmcp listens for it) — so only a hard kill in that window can leave some.
+/// Staging folders such a kill leaves are swept the next time (see [`sweep_staging`]).
+fn deliver(built: &Value, dir: &Path) -> Result<()> {
+    let staging_name = format!(
+        "{STAGING}{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let fresh = std::fs::symlink_metadata(dir).is_err();
+    let staging = if fresh {
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        store::ensure_dir(parent)?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        parent.join(format!(".{name}{staging_name}"))
+    } else {
+        dir.join(&staging_name)
+    };
+    let staged = (|| -> Result<()> {
+        std::fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        for (key, file) in OUTPUT_FILES {
+            let from = PathBuf::from(built[key].as_str().unwrap_or_default());
+            store::atomic_move(&from, &staging.join(file))?;
+        }
+        store::sync_dir(&staging);
+        // `dir` may have appeared meanwhile: then the files go into it one by one after all
+        if fresh && std::fs::rename(&staging, dir).is_ok() {
+            store::sync_dir(dir.parent().unwrap_or(Path::new(".")));
+            return Ok(());
+        }
+        for (_, file) in OUTPUT_FILES {
+            let to = dir.join(file);
+            std::fs::rename(staging.join(file), &to).map_err(|e| Error::io(&to, e))?;
+        }
+        store::sync_dir(dir);
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    staged.map_err(|e| {
+        Error::tool(
+            "pdf",
+            format!("the results could not be put into {}: {e}", dir.display()),
+        )
+    })
+}
+
+/// Removes staging folders an earlier `lmcp pdf -o` left in or beside `dir` when it was killed
+/// (their process is gone).
+fn sweep_staging(dir: &Path) {
+    let beside = dir
+        .file_name()
+        .map(|n| format!(".{}{STAGING}", n.to_string_lossy()));
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for (folder, prefix) in [(dir, Some(STAGING.to_string())), (parent, beside)] {
+        let (Some(prefix), Ok(entries)) = (prefix, std::fs::read_dir(folder)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !process_alive(pid)) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// Whether a process with this id runs (on other platforms: assumed so, nothing is swept).
+fn process_alive(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return true;
+        };
+        // signal 0 checks without sending; EPERM means it exists under another user
+        // SAFETY: kill with signal 0 only checks for the process.
+        let signalled = unsafe { libc::kill(pid, 0) } == 0;
+        signalled || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
 /// Checks `-o DIR` before anything is built: never lmcp's own folders, and the three result
 /// files are replaced only with `--force`.
-fn check_output_dir(host: &Host, dir: &std::path::Path, force: bool) -> Result<()> {
+fn check_output_dir(host: &Host, dir: &Path, force: bool) -> Result<()> {
     if dir.is_dir() {
         super::door::refuse_own_folders(host, dir, dir)?;
     }
+    sweep_staging(dir);
     if force {
         return Ok(());
     }

@@ -51,7 +51,8 @@ pub fn spec() -> ToolSpec {
         "Build one PDF from a workspace's images, one per page in the given order, fitted inside a \
          margin and centred (square 210×210 mm, portrait A4 or landscape A4). JPEGs are embedded \
          byte for byte; other images losslessly, with transparency. Writes document.pdf, \
-         manifest.json and preview.html to a new output folder.",
+         manifest.json and preview.html to a new output folder. A failed build is an error \
+         whose result has stage `failed`, `retryable` and `error`.",
         json!({
             "type": "object",
             "properties": {
@@ -93,14 +94,25 @@ pub fn handler_fn() -> Handler {
         let result = tokio::task::spawn_blocking(move || build(&host, &args, &ctx))
             .await
             .map_err(|e| Error::tool("build_image_pdf", e.to_string()))?;
-        Ok(match result {
-            Ok(v) => v,
+        match result {
+            Ok(v) => Ok(v),
             Err(e) => {
                 // Unknown assets and bad images will fail again; file-system trouble may not.
                 let retryable = matches!(e, Error::Io { .. });
-                json!({"stage": "failed", "title": title, "preset": preset, "pages": [], "retryable": retryable, "error": e.to_string()})
+                // the tool's own failures are not named twice ("build_image_pdf failed: ...")
+                let message = match e {
+                    Error::Tool { message, .. } => message,
+                    other => other.to_string(),
+                };
+                let result = json!({"stage": "failed", "title": title, "preset": preset, "pages": [], "retryable": retryable, "error": message});
+                // a failure at every door (exit 1, isError, a Lua error), in SPEC §6's shape
+                Err(Error::Reported {
+                    tool: "build_image_pdf".to_string(),
+                    message,
+                    result: Box::new(result),
+                })
             }
-        })
+        }
     })
 }
 
