@@ -71,6 +71,8 @@ pub struct Host {
     /// What a long-running server last saw of the program stores (`None` until it starts
     /// watching them): its own writes update it, so only other processes' changes reload.
     library_seen: Mutex<Option<crate::library::Seen>>,
+    /// The order a front door wants imports into a workspace to take their asset ids in.
+    import_order: ImportOrder,
 }
 
 impl Host {
@@ -96,6 +98,7 @@ impl Host {
             transport: options.transport,
             warnings: Mutex::new(warnings),
             library_seen: Mutex::new(None),
+            import_order: ImportOrder::default(),
             paths,
         };
         // temp files left by writes a kill cut short, in the folders lmcp writes most
@@ -134,6 +137,11 @@ impl Host {
     /// The store's paths.
     pub fn paths(&self) -> &Paths {
         &self.paths
+    }
+
+    /// The order imports running side by side take their asset ids in, when one was asked for.
+    pub fn import_order(&self) -> &ImportOrder {
+        &self.import_order
     }
 
     /// The call history ring.
@@ -281,4 +289,130 @@ impl Host {
 fn stamp_of(path: &std::path::Path) -> Option<(SystemTime, u64)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
+}
+
+/// Imports into one workspace that run side by side take asset ids as they finish. `lmcp pdf`
+/// imports a person's files in parallel yet wants asset ids in the order the files were given
+/// (the manifest lists them per page): it names the paths in that order ([`ImportOrder::expect`])
+/// and each import, its file read and prepared, waits for the imports before it to commit
+/// theirs ([`ImportTurn::wait`]) — the slow part still runs in parallel. An import that fails
+/// gives up its place, so none waits for it. Imports of paths not named wait for nothing.
+#[derive(Default)]
+pub struct ImportOrder {
+    /// Per workspace, the paths whose imports have not yet committed or failed, in order.
+    queues: Mutex<std::collections::HashMap<String, std::collections::VecDeque<String>>>,
+    turned: std::sync::Condvar,
+}
+
+/// While it lives, imports into `workspace` commit in the order given to
+/// [`ImportOrder::expect`].
+pub struct ExpectedImports<'a> {
+    order: &'a ImportOrder,
+    workspace: String,
+}
+
+/// An import's place in its workspace's order (if it has one); dropping it gives the place up.
+pub struct ImportTurn<'a> {
+    order: &'a ImportOrder,
+    workspace: String,
+    path: String,
+}
+
+impl ImportOrder {
+    fn queues(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, std::collections::VecDeque<String>>,
+    > {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks that imports of these paths (as `asset_import` is given them) into `workspace`
+    /// commit in this order.
+    pub fn expect(&self, workspace: &str, paths: Vec<String>) -> ExpectedImports<'_> {
+        self.queues().insert(workspace.to_string(), paths.into());
+        ExpectedImports {
+            order: self,
+            workspace: workspace.to_string(),
+        }
+    }
+
+    /// The place of an import of `path` into `workspace`: take it before the slow work.
+    pub fn turn(&self, workspace: &str, path: &str) -> ImportTurn<'_> {
+        ImportTurn {
+            order: self,
+            workspace: workspace.to_string(),
+            path: path.to_string(),
+        }
+    }
+}
+
+impl ImportTurn<'_> {
+    /// Waits until every import named before this one has committed or failed.
+    pub fn wait(&self) {
+        let mut queues = self.order.queues();
+        loop {
+            let first = queues
+                .get(&self.workspace)
+                .and_then(|q| q.contains(&self.path).then(|| q.front().cloned()).flatten());
+            match first {
+                Some(first) if first != self.path => {
+                    queues = self
+                        .order
+                        .turned
+                        .wait(queues)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+impl Drop for ImportTurn<'_> {
+    fn drop(&mut self) {
+        if let Some(q) = self.order.queues().get_mut(&self.workspace) {
+            q.retain(|p| p != &self.path);
+        }
+        self.order.turned.notify_all();
+    }
+}
+
+impl Drop for ExpectedImports<'_> {
+    fn drop(&mut self) {
+        self.order.queues().remove(&self.workspace);
+        self.order.turned.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imports_commit_in_the_expected_order_and_a_failed_one_gives_its_place_up() {
+        let order = ImportOrder::default();
+        let committed = Mutex::new(Vec::new());
+        let _expected = order.expect("ws", ["a", "b", "c", "d"].map(String::from).to_vec());
+        std::thread::scope(|s| {
+            // started last-first, with the later ones ready sooner
+            for (i, path) in ["d", "c", "b", "a"].into_iter().enumerate() {
+                let (order, committed) = (&order, &committed);
+                s.spawn(move || {
+                    let turn = order.turn("ws", path);
+                    std::thread::sleep(std::time::Duration::from_millis(5 * i as u64));
+                    if path == "b" {
+                        return; // failed: its turn is dropped unused
+                    }
+                    turn.wait();
+                    committed.lock().unwrap().push(path);
+                });
+            }
+        });
+        assert_eq!(*committed.lock().unwrap(), ["a", "c", "d"]);
+        // a path not named waits for nothing
+        order.turn("ws", "other").wait();
+        order.turn("elsewhere", "a").wait();
+    }
 }

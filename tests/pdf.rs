@@ -1301,18 +1301,20 @@ fn an_interrupted_lmcp_pdf_leaves_all_three_files_or_none() {
     let started = std::time::Instant::now();
     assert!(run(&h.join("whole")).status().unwrap().success());
     let whole = started.elapsed();
-    let mut outcomes = [0; 2];
-    for i in 0..24u32 {
+    // kills spread over one and a half runs' time (a busy machine runs slower), then one run
+    // left to finish: each leaves all three files or no folder
+    for i in 0..=24u32 {
         let out = h.join(format!("out{i}"));
         let mut child = run(&out).spawn().unwrap();
-        std::thread::sleep(whole * i / 20);
-        let _ = child.kill();
+        if i < 24 {
+            std::thread::sleep(whole * i / 16);
+            let _ = child.kill();
+        }
         let _ = child.wait();
         if !out.exists() {
-            outcomes[0] += 1;
+            assert!(i < 24, "the run left to finish wrote nothing");
             continue;
         }
-        outcomes[1] += 1;
         let mut names: Vec<String> = std::fs::read_dir(&out)
             .unwrap()
             .flatten()
@@ -1333,10 +1335,6 @@ fn an_interrupted_lmcp_pdf_leaves_all_three_files_or_none() {
         );
         lopdf::Document::load(out.join("document.pdf")).unwrap();
     }
-    assert!(
-        outcomes[1] > 0,
-        "no run got as far as its results: {outcomes:?}"
-    );
     // a staging folder a kill left beside a DIR is swept by the next run into it
     let dead = {
         let mut c = std::process::Command::new("true").spawn().unwrap();
@@ -1350,4 +1348,43 @@ fn an_interrupted_lmcp_pdf_leaves_all_three_files_or_none() {
     assert!(run(&h.join("again")).status().unwrap().success());
     assert!(!left.exists(), "the staging folder was left");
     assert!(h.join("again/document.pdf").is_file());
+}
+
+/// `lmcp pdf` imports side by side, yet asset ids follow the order the files were given (the
+/// first file here is the slowest to import, so it used to get the last id).
+#[test]
+fn lmcp_pdf_asset_ids_follow_the_given_order() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let slow = h.join("slow.png");
+    image::RgbaImage::from_fn(1500, 1200, |x, y| {
+        image::Rgba([(x * y % 251) as u8, (x % 256) as u8, (y % 256) as u8, 200])
+    })
+    .save(&slow)
+    .unwrap();
+    let mut files = vec![slow];
+    for i in 0..3u8 {
+        let p = h.join(format!("quick{i}.png"));
+        image::RgbImage::from_pixel(4, 4, image::Rgb([i, 0, 0]))
+            .save(&p)
+            .unwrap();
+        files.push(p);
+    }
+    let out_dir = h.join("out");
+    let out = lmcp_pdf(h, "t", &files.iter().collect::<Vec<_>>(), &out_dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).unwrap();
+    let ids: Vec<u64> = manifest["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["source_asset_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3, 4], "{manifest}");
 }

@@ -304,7 +304,11 @@ async fn build(
         }
         staged.push((image.clone(), format!("{staging_name}/{name}")));
     }
-    // Imports decode every image, so they run side by side, one per core (at most four).
+    // Imports check every image, so they run side by side, one per core (at most four); they
+    // take asset ids in the order the files were given all the same.
+    let _in_order = host
+        .import_order()
+        .expect(&id, staged.iter().map(|(_, path)| path.clone()).collect());
     let limit = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 4);

@@ -165,6 +165,8 @@ fn media_type(format: image::ImageFormat) -> Option<(&'static str, &'static str)
 
 /// Imports an image file (inside the allowed roots) into a workspace.
 pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
+    // taken first, so a failure anywhere below gives the place up (see `ImportOrder`)
+    let turn = host.import_order().turn(id, path);
     let dir = workspace_dir(host, id)?;
     let (source, bytes) = Roots::of(host)?.read(path, MAX_IMAGE_BYTES)?;
     let format = image::guess_format(&bytes).map_err(|_| {
@@ -204,6 +206,7 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
         for (suffix, parts) in &files {
             staged.push((store::write_temp(&assets_dir, parts)?, suffix.clone()));
         }
+        turn.wait();
         let lock_path = dir.join("assets.json");
         let _lock = FileLock::acquire(&lock_path)?;
         let mut ws = read_workspace(&dir)?;

@@ -232,10 +232,9 @@ fn plan(assets_dir: &Path, asset: &assets::Asset) -> Result<Option<Page>> {
 }
 
 /// Makes the prepared planes and thumbnail of an asset again from its file.
-fn remake(assets_dir: &Path, asset: &assets::Asset) -> Result<()> {
+fn remake(assets_dir: &Path, asset: &assets::Asset, budget: prepare::ImageBudget) -> Result<()> {
     let path = assets_dir.join(&asset.file);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let budget = prepare::ImageBudget::default();
     let analysis = prepare::analyse(&bytes, &asset.sha256, budget).map_err(|e| {
         Error::tool(
             "build_image_pdf",
@@ -249,6 +248,7 @@ fn remake(assets_dir: &Path, asset: &assets::Asset) -> Result<()> {
 fn plan_pages(
     assets_dir: &Path,
     sources: &[assets::Asset],
+    budget: prepare::ImageBudget,
     ctx: &CallContext,
 ) -> Result<Vec<Page>> {
     use std::sync::Mutex;
@@ -280,7 +280,7 @@ fn plan_pages(
                             Some(missing.len() as u64),
                             format!("preparing page {} of {}", i + 1, sources.len()),
                         );
-                        if let Err(e) = remake(assets_dir, &sources[i]) {
+                        if let Err(e) = remake(assets_dir, &sources[i], budget) {
                             let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
                             f.get_or_insert(e);
                         }
@@ -767,7 +767,9 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
                 .ok_or_else(|| Error::Refused(format!("workspace `{id}` has no asset {asset_id}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let pages = plan_pages(&assets_dir, &sources, ctx)?;
+    // remade planes decode within the same budget an import does
+    let budget = prepare::ImageBudget::from_limits(&host.config().limits);
+    let pages = plan_pages(&assets_dir, &sources, budget, ctx)?;
     let (pw, ph) = page_size(&preset);
     let placed: Vec<Placed> = pages.iter().map(|p| place(p, pw, ph)).collect();
     let lo = layout(&title, &placed, pw, ph);
