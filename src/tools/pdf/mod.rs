@@ -8,10 +8,19 @@
 //! prepared once, when the image is imported ([`prepare`]). EXIF orientation is honoured by the
 //! placement matrix, so pixels are never rotated.
 //!
-//! printpdf lays the document out with a placeholder per image; [`writer`] then writes its lopdf
-//! form object by object and copies each image in from a read-only map of its file, so a build's
-//! memory does not grow with the document (PDF 1.4 header, as masks need; real info dates). The
-//! result goes to a temporary folder renamed into place, so a failure never leaves half a result.
+//! The document is one writer's work: [`layout`] makes its few small objects (pages that each
+//! name only the image they draw, content streams, catalog, a truthful info), and [`writer`]
+//! writes them and copies each image in from a read-only map of its file, so a build's memory
+//! does not grow with the document. The header says 1.4, or 1.5 when 16-bit images need it.
+//! The result goes to a temporary folder renamed into place, so a failure never leaves half a
+//! result.
+//!
+//! Why not printpdf, the PDF crate the design first named: its `save` is lopdf's whole-document
+//! writer, which holds every image stream in memory and serialises into one more buffer (three
+//! copies of a 60 MB document at once), and its layout gives every page one shared resource list
+//! of all images and an info dictionary that claims PDF/X. Using it for layout only meant
+//! rewriting its output with a second writer. The layout here is some 80 lines; lopdf remains
+//! for its object types (and in tests, to read documents back).
 
 pub mod arithmetic_jpeg;
 pub mod flate;
@@ -25,12 +34,9 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use lopdf::{Dictionary, Object};
-use printpdf::{
-    CurTransMat, DictItem, ExternalStream, ExternalXObject, Mm, Op, PdfDocument, PdfPage,
-    PdfSaveOptions, XObjectTransform,
-};
+use lopdf::{Dictionary, Object, ObjectId, StringFormat};
 use serde_json::{Value, json};
+use sha2::Digest;
 
 use crate::error::{Error, Result};
 use crate::gate::CallContext;
@@ -342,133 +348,112 @@ fn place(page: &Page, pw: f32, ph: f32) -> Placed {
     Placed { x, y, w, h, matrix }
 }
 
-/// The key that marks an image placeholder in printpdf's layout; never written out.
-const PLACEHOLDER: &str = "LmcpPage";
+/// The document's small objects — catalog, page tree, pages, their content streams, info —
+/// and for each page the object id its image is written under (by [`write_image`], streamed
+/// from disk).
+struct Layout {
+    objects: Vec<(ObjectId, Object)>,
+    images: Vec<ObjectId>,
+    trailer: Dictionary,
+    max_id: u32,
+}
 
-/// printpdf's layout: every page with its drawing operations and a placeholder image.
-fn layout(title: &str, placed: &[Placed], pw: f32, ph: f32) -> lopdf::Document {
-    let mut doc = PdfDocument::new(title);
-    let now = printpdf::OffsetDateTime::now_utc();
-    doc.metadata.info.creation_date = now;
-    doc.metadata.info.modification_date = now;
-    doc.metadata.info.metadata_date = now;
-    doc.metadata.info.producer = format!("lmcp {}", env!("CARGO_PKG_VERSION"));
-    let mut pdf_pages = Vec::new();
+/// Lays the pages out: each page draws its one image, named in its own resources, through the
+/// placement matrix. The info says what the file is and no more (title, producer, dates).
+fn layout(title: &str, placed: &[Placed], pw: f32, ph: f32) -> Layout {
+    let (catalog, tree, info) = ((1, 0), (2, 0), (3, 0));
+    // per page: the page, its content stream and its image
+    let ids = |n: usize| {
+        let first = 4 + 3 * n as u32;
+        ((first, 0), (first + 1, 0), (first + 2, 0))
+    };
+    let mut objects = Vec::with_capacity(3 + 2 * placed.len());
+    let mut kids = Vec::with_capacity(placed.len());
+    let mut images = Vec::with_capacity(placed.len());
+    let media_box = vec![0.into(), 0.into(), mm_to_pt(pw).into(), mm_to_pt(ph).into()];
     for (n, p) in placed.iter().enumerate() {
-        let mut dict = std::collections::BTreeMap::new();
-        dict.insert("Type".to_string(), DictItem::Name(b"XObject".to_vec()));
-        dict.insert("Subtype".to_string(), DictItem::Name(b"Image".to_vec()));
-        dict.insert(PLACEHOLDER.to_string(), DictItem::Int(n as i64));
-        let xobject = doc.add_xobject(&ExternalXObject {
-            stream: ExternalStream {
-                dict,
-                content: Vec::new(),
-                compress: false,
-            },
-            width: None,
-            height: None,
-            dpi: None,
+        let (page, content, image) = ids(n);
+        let m = p.matrix.map(|v| {
+            format!("{v:.4}")
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
         });
-        pdf_pages.push(PdfPage::new(
-            Mm(pw),
-            Mm(ph),
-            vec![
-                Op::SaveGraphicsState,
-                Op::SetTransformationMatrix {
-                    matrix: CurTransMat::Raw(p.matrix),
-                },
-                Op::UseXobject {
-                    id: xobject,
-                    transform: XObjectTransform {
-                        no_auto_scale: true,
-                        ..Default::default()
-                    },
-                },
-                Op::RestoreGraphicsState,
-            ],
-        ));
-    }
-    doc.with_pages(pdf_pages);
-    let opts = PdfSaveOptions {
-        optimize: false,
-        subset_fonts: true,
-        secure: true,
-        image_optimization: None,
-    };
-    let mut warnings = Vec::new();
-    let mut lo = doc.to_lopdf_document(&opts, &mut warnings);
-    own_resources_per_page(&mut lo);
-    truthful_info(&mut lo);
-    lo
-}
-
-/// Gives every page a resource dictionary of its own that names only the image it draws.
-/// printpdf hands all pages one shared list of every image (extracting one page then carried
-/// them all, and checkers reading page resources were misled); what no page uses any more is
-/// pruned.
-fn own_resources_per_page(lo: &mut lopdf::Document) {
-    let pages: Vec<lopdf::ObjectId> = lo.get_pages().into_values().collect();
-    for page_id in pages {
-        let content = lo.get_page_content(page_id);
-        let Ok(ops) = lopdf::content::Content::decode(&content) else {
-            continue;
-        };
-        let drawn: Vec<Vec<u8>> = ops
-            .operations
-            .iter()
-            .filter(|op| op.operator == "Do")
-            .filter_map(|op| op.operands.first()?.as_name().ok().map(<[u8]>::to_vec))
-            .collect();
-        // inline, or (as printpdf writes it) a reference to a shared dictionary
-        let resources = match lo.get_page_resources(page_id) {
-            Ok((Some(inline), _)) => inline.clone(),
-            Ok((None, ids)) => match ids.first().map(|id| lo.get_dictionary(*id)) {
-                Some(Ok(d)) => d.clone(),
-                _ => continue,
-            },
-            Err(_) => continue,
-        };
-        let all = match resources.get(b"XObject") {
-            Ok(Object::Reference(r)) => lo.get_dictionary(*r).cloned().unwrap_or_default(),
-            Ok(Object::Dictionary(d)) => d.clone(),
-            _ => Dictionary::new(),
-        };
-        let mut own = Dictionary::new();
-        for name in drawn {
-            if let Ok(image) = all.get(&name) {
-                own.set(name, image.clone());
-            }
-        }
-        if let Ok(page) = lo.get_object_mut(page_id).and_then(Object::as_dict_mut) {
-            page.set(
+        let ops = format!("q {} cm /Im{n} Do Q", m.join(" "));
+        let xobjects = Dictionary::from_iter(vec![(format!("Im{n}"), Object::Reference(image))]);
+        let page_dict = Dictionary::from_iter(vec![
+            ("Type", name("Page")),
+            ("Parent", Object::Reference(tree)),
+            ("MediaBox", Object::Array(media_box.clone())),
+            (
                 "Resources",
-                Dictionary::from_iter(vec![("XObject", Object::Dictionary(own))]),
-            );
-        }
+                Object::Dictionary(Dictionary::from_iter(vec![(
+                    "XObject",
+                    Object::Dictionary(xobjects),
+                )])),
+            ),
+            ("Contents", Object::Reference(content)),
+        ]);
+        objects.push((page, Object::Dictionary(page_dict)));
+        objects.push((
+            content,
+            Object::Stream(lopdf::Stream::new(Dictionary::new(), ops.into_bytes())),
+        ));
+        kids.push(Object::Reference(page));
+        images.push(image);
     }
-    lo.prune_objects();
+    objects.push((
+        tree,
+        Object::Dictionary(Dictionary::from_iter(vec![
+            ("Type", name("Pages")),
+            ("Count", Object::Integer(placed.len() as i64)),
+            ("Kids", Object::Array(kids)),
+        ])),
+    ));
+    objects.push((
+        catalog,
+        Object::Dictionary(Dictionary::from_iter(vec![
+            ("Type", name("Catalog")),
+            ("Pages", Object::Reference(tree)),
+        ])),
+    ));
+    let now = chrono::Utc::now().format("D:%Y%m%d%H%M%SZ").to_string();
+    let date = || Object::String(now.clone().into_bytes(), StringFormat::Literal);
+    let producer = format!("lmcp {}", env!("CARGO_PKG_VERSION"));
+    objects.push((
+        info,
+        Object::Dictionary(Dictionary::from_iter(vec![
+            ("Title", text_string(title)),
+            ("Producer", text_string(&producer)),
+            ("CreationDate", date()),
+            ("ModDate", date()),
+        ])),
+    ));
+    // a file identifier, as readers and PDF/A checkers expect: the same twice for a new file
+    let digest = sha2::Sha256::digest(format!("{title}\n{now}\n{}", placed.len()));
+    let id = Object::String(digest[..16].to_vec(), StringFormat::Hexadecimal);
+    let trailer = Dictionary::from_iter(vec![
+        ("Root", Object::Reference(catalog)),
+        ("Info", Object::Reference(info)),
+        ("ID", Object::Array(vec![id.clone(), id])),
+    ]);
+    Layout {
+        objects,
+        images,
+        trailer,
+        max_id: ids(placed.len()).0.0 - 1,
+    }
 }
 
-/// The document info says what the file is and no more: title, producer and dates, without the
-/// empty PDF/X version printpdf adds (readers then report the file as PDF/X, which it is not)
-/// or its empty author, creator, subject, keywords and identifier.
-fn truthful_info(lo: &mut lopdf::Document) {
-    let Ok(info) = lo.trailer.get(b"Info").and_then(Object::as_reference) else {
-        return;
-    };
-    if let Ok(dict) = lo.get_object_mut(info).and_then(Object::as_dict_mut) {
-        dict.remove(b"GTS_PDFXVersion");
-        dict.remove(b"GTS_PDFXConformance");
-        for key in ["Author", "Creator", "Subject", "Keywords", "Identifier"] {
-            let empty = match dict.get(key.as_bytes()) {
-                Ok(Object::String(s, _)) => s.is_empty(),
-                _ => false,
-            };
-            if empty {
-                dict.remove(key.as_bytes());
-            }
-        }
+/// A PDF text string: as it is when it is printable ASCII, else UTF-16BE with its byte order
+/// mark (ISO 32000-1 §7.9.2.2), which every reader takes.
+fn text_string(text: &str) -> Object {
+    if text.bytes().all(|b| (0x20..0x7F).contains(&b)) {
+        return Object::String(text.as_bytes().to_vec(), StringFormat::Literal);
     }
+    let mut bytes = vec![0xFE, 0xFF];
+    bytes.extend(text.encode_utf16().flat_map(u16::to_be_bytes));
+    Object::String(bytes, StringFormat::Hexadecimal)
 }
 
 /// The PDF version the document's features need: 1.5 for 16-bit images, else 1.4 (soft masks).
@@ -585,7 +570,7 @@ impl Mapped {
 /// Writes an image object (and its soft mask) for a page.
 fn write_image<W: Write>(
     w: &mut writer::PdfWriter<W>,
-    id: lopdf::ObjectId,
+    id: ObjectId,
     page: &Page,
 ) -> std::io::Result<()> {
     match &page.image {
@@ -629,20 +614,11 @@ fn write_image<W: Write>(
 /// Writes the document: the layout's objects, then each page's image as it is copied in.
 fn write_pdf(
     path: &Path,
-    lo: &lopdf::Document,
+    lo: &Layout,
     pages: &[Page],
     ctx: &CallContext,
 ) -> Result<writer::Written<File>> {
     let io = |e: std::io::Error| Error::io(path, e);
-    let mut placeholders = vec![None; pages.len()];
-    for (id, object) in &lo.objects {
-        if let Object::Stream(s) = object
-            && let Ok(n) = s.dict.get(PLACEHOLDER.as_bytes()).and_then(Object::as_i64)
-            && let Some(slot) = placeholders.get_mut(n as usize)
-        {
-            *slot = Some(*id);
-        }
-    }
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -655,22 +631,14 @@ fn write_pdf(
         writer::PdfWriter::new(BufWriter::with_capacity(64 << 10, file), version, lo.max_id)
             .map_err(io)?;
     for (id, object) in &lo.objects {
-        if !placeholders.contains(&Some(*id)) {
-            w.object(*id, object).map_err(io)?;
-        }
+        w.object(*id, object).map_err(io)?;
     }
     let total = pages.len() as u64;
-    for (n, (page, id)) in pages.iter().zip(&placeholders).enumerate() {
+    for (n, (page, id)) in pages.iter().zip(&lo.images).enumerate() {
         if ctx.cancel_token().is_cancelled() {
             return Err(Error::Cancelled);
         }
-        let id = id.ok_or_else(|| {
-            Error::tool(
-                "build_image_pdf",
-                format!("page {} lost its image in the layout", n + 1),
-            )
-        })?;
-        write_image(&mut w, id, page).map_err(|e| match &page.image {
+        write_image(&mut w, *id, page).map_err(|e| match &page.image {
             Image::Jpeg { path, .. } => Error::io(path, e),
             Image::Prepared(d) => Error::io(&d.path, e),
         })?;
@@ -853,4 +821,72 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
 /// The folder where a workspace's builds go.
 pub fn outputs_dir(host: &Host, workspace_id: &str) -> Result<PathBuf> {
     Ok(assets::workspace_dir(host, workspace_id)?.join("outputs"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_pdf_text_strings() {
+        assert_eq!(
+            text_string("Trip (2026)"),
+            Object::String(b"Trip (2026)".to_vec(), StringFormat::Literal)
+        );
+        let Object::String(bytes, StringFormat::Hexadecimal) = text_string("Été à Kyōto")
+        else {
+            panic!("not a hex string");
+        };
+        assert_eq!(&bytes[..2], [0xFE, 0xFF]);
+        let units: Vec<u16> = bytes[2..]
+            .chunks(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(String::from_utf16(&units).unwrap(), "Été à Kyōto");
+    }
+
+    #[test]
+    fn each_page_draws_its_own_image_through_its_placement() {
+        let placed: Vec<Placed> = (0..3)
+            .map(|n| Placed {
+                x: 10.0,
+                y: 10.0,
+                w: 100.0,
+                h: 50.0,
+                matrix: [283.46, 0.0, 0.0, 141.73, 28.35 + n as f32, 28.35],
+            })
+            .collect();
+        let lo = layout("T", &placed, 210.0, 297.0);
+        assert_eq!(lo.images.len(), 3);
+        let objects: std::collections::BTreeMap<ObjectId, &Object> =
+            lo.objects.iter().map(|(id, o)| (*id, o)).collect();
+        assert_eq!(objects.len(), lo.objects.len(), "ids are unique");
+        assert!(lo.images.iter().all(|id| !objects.contains_key(id)));
+        assert!(lo.images.iter().all(|id| id.0 <= lo.max_id));
+        for (n, image) in lo.images.iter().enumerate() {
+            let page = objects
+                .values()
+                .filter_map(|o| o.as_dict().ok())
+                .find(|d| {
+                    d.get_deref(b"Resources", &lopdf::Document::new())
+                        .ok()
+                        .and_then(|r| r.as_dict().ok()?.get(b"XObject").ok()?.as_dict().ok())
+                        .is_some_and(|x| {
+                            x.get(format!("Im{n}").as_bytes()).ok()
+                                == Some(&Object::Reference(*image))
+                        })
+                })
+                .unwrap_or_else(|| panic!("no page draws image {n}"));
+            let content = page.get(b"Contents").unwrap().as_reference().unwrap();
+            let ops =
+                String::from_utf8(objects[&content].as_stream().unwrap().content.clone()).unwrap();
+            assert_eq!(
+                ops,
+                format!(
+                    "q 283.46 0 0 141.73 {} 28.35 cm /Im{n} Do Q",
+                    28.35 + n as f32
+                )
+            );
+        }
+    }
 }

@@ -1,10 +1,9 @@
 //! Writing a PDF object by object, so image data streams from disk into the file.
 //!
-//! printpdf lays the document out (pages, content streams, info, catalog) and hands back its
-//! lopdf form; lopdf would then hold every image in memory, copy it again to serialise, and
-//! write the whole file from one buffer (its object serialiser is private). Here each object is
-//! serialised as it comes (ISO 32000-1 §7.3 syntax), and the image streams, marked by
-//! placeholders, are copied in by the caller one at a time. The SHA-256 of the file is computed
+//! The layout's few small objects (pages, content streams, info, catalog) are serialised as
+//! they come (ISO 32000-1 §7.3 syntax, lopdf's object types), and the image streams are copied
+//! in by the caller one at a time. A whole-document writer (printpdf's, which is lopdf's) holds
+//! every image in memory and copies it again to serialise. The SHA-256 of the file is computed
 //! on the way out, so memory does not grow with the document.
 
 use std::collections::BTreeMap;
