@@ -259,6 +259,32 @@ async fn remove_scratch(host: &Arc<Host>, workspace_id: Option<&str>) {
     }
 }
 
+/// The memory imports running side by side may be expected to take together (see
+/// [`import_weight`]); one import alone may take more.
+const IMPORT_MEMORY: u64 = 64 << 20;
+
+/// About the memory importing a file takes: a JPEG is checked without decoding (its bytes, and
+/// a copy being written), anything else is decoded and its planes filtered and compressed
+/// (about three times its 8-bit RGBA size). Read from the header only; a file whose header
+/// does not read counts as its size (its import will say what is wrong).
+fn import_weight(path: &Path) -> u64 {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let mut head = [0u8; 2];
+    let is_jpeg = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && head == [0xFF, 0xD8];
+    if is_jpeg {
+        return 2 * size;
+    }
+    image::ImageReader::open(path)
+        .and_then(|r| r.with_guessed_format())
+        .ok()
+        .and_then(|r| r.into_dimensions().ok())
+        .map_or(size, |(w, h)| u64::from(w) * u64::from(h) * 4 * 3)
+        .max(size)
+}
+
 /// Stages, imports and builds; `scratch` gets the workspace id as soon as there is one.
 async fn build(
     host: &Arc<Host>,
@@ -304,37 +330,50 @@ async fn build(
         }
         staged.push((image.clone(), format!("{staging_name}/{name}")));
     }
-    // Imports check every image, so they run side by side, one per core (at most four); they
-    // take asset ids in the order the files were given all the same.
+    // Imports check every image, so they run side by side; they take asset ids in the order
+    // the files were given all the same.
     let _in_order = host
         .import_order()
         .expect(&id, staged.iter().map(|(_, path)| path.clone()).collect());
+    // Two per core (while one import waits for its files to reach the disk, another computes),
+    // as long as the memory they are expected to take together stays within a budget; the
+    // next file in order always starts once nothing else runs.
     let limit = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 4);
+        .map_or(2, |n| 2 * n.get())
+        .clamp(2, 8);
+    let mut in_flight = 0u64;
     let total = staged.len();
     let show = std::io::stderr().is_terminal();
     let mut ids = vec![Value::Null; total];
-    let mut pending = staged.into_iter().enumerate();
+    let mut pending = staged.into_iter().enumerate().peekable();
     let mut running = tokio::task::JoinSet::new();
     let mut done = 0;
     loop {
         while running.len() < limit {
+            let Some((_, (_, path))) = pending.peek() else {
+                break;
+            };
+            let weight = import_weight(&host.paths().workspace_dir().join(path));
+            if !running.is_empty() && in_flight + weight > IMPORT_MEMORY {
+                break;
+            }
             let Some((i, (image, path))) = pending.next() else {
                 break;
             };
+            in_flight += weight;
             let (host, id) = (host.clone(), id.clone());
             running.spawn(async move {
                 let args = json!({"workspace_id": id, "path": path});
                 let r = gated(&host, "asset_import", args, true, false).await;
-                (i, image, r.into_result())
+                (i, image, weight, r.into_result())
             });
         }
         let Some(finished) = running.join_next().await else {
             break;
         };
-        let (i, image, imported) =
+        let (i, image, weight, imported) =
             finished.map_err(|e| Error::tool("asset_import", e.to_string()))?;
+        in_flight -= weight;
         let imported = match imported {
             Ok(v) => v,
             Err(e) => {

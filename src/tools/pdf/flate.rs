@@ -40,10 +40,26 @@ impl Plane {
 
 /// Filters and compresses raw samples (`colors` per pixel, `bits` each, big-endian for 16).
 pub fn encode(raw: &[u8], width: u32, height: u32, colors: u8, bits: u8) -> (Plane, Vec<u8>) {
+    let row_bytes = (width as usize * colors as usize * bits as usize).div_ceil(8);
+    encode_rows(width, height, colors, bits, |r, row| {
+        row.copy_from_slice(&raw[r * row_bytes..(r + 1) * row_bytes])
+    })
+}
+
+/// Filters and compresses rows that `row_of` writes (row number, into a buffer one row long):
+/// planes taken out of interleaved samples need no copy of their own.
+pub fn encode_rows(
+    width: u32,
+    height: u32,
+    colors: u8,
+    bits: u8,
+    row_of: impl FnMut(usize, &mut [u8]),
+) -> (Plane, Vec<u8>) {
     let bpp = (colors as usize * bits as usize).div_ceil(8).max(1);
     let row_bytes = (width as usize * colors as usize * bits as usize).div_ceil(8);
-    let filtered = filter_rows(raw, row_bytes, bpp);
+    let filtered = filter_rows_from(height as usize, row_bytes, bpp, row_of);
     let data = compress(&filtered);
+    drop(filtered);
     let plane = Plane {
         colors,
         bits,
@@ -72,23 +88,33 @@ pub fn filter_rows(data: &[u8], row_bytes: usize, bpp: usize) -> Vec<u8> {
     if row_bytes == 0 {
         return Vec::new();
     }
-    let rows = data.len() / row_bytes;
+    filter_rows_from(data.len() / row_bytes, row_bytes, bpp, |r, row| {
+        row.copy_from_slice(&data[r * row_bytes..(r + 1) * row_bytes])
+    })
+}
+
+/// [`filter_rows`] of `rows` rows that `row_of` writes, one at a time.
+pub fn filter_rows_from(
+    rows: usize,
+    row_bytes: usize,
+    bpp: usize,
+    mut row_of: impl FnMut(usize, &mut [u8]),
+) -> Vec<u8> {
+    if row_bytes == 0 {
+        return Vec::new();
+    }
     let mut out = Vec::with_capacity(rows * (row_bytes + 1));
-    let zero = vec![0u8; row_bytes];
+    let (mut row, mut up) = (vec![0u8; row_bytes], vec![0u8; row_bytes]);
     let mut cand: [Vec<u8>; 4] = std::array::from_fn(|_| vec![0u8; row_bytes]);
     for r in 0..rows {
-        let row = &data[r * row_bytes..(r + 1) * row_bytes];
-        let up = if r == 0 {
-            &zero[..]
-        } else {
-            &data[(r - 1) * row_bytes..r * row_bytes]
-        };
-        filter_candidates(row, up, bpp, &mut cand);
+        row_of(r, &mut row);
+        filter_candidates(&row, &up, bpp, &mut cand);
         let [sub, upf, avg, paeth] = &cand;
-        let sums = [cost(row), cost(sub), cost(upf), cost(avg), cost(paeth)];
+        let sums = [cost(&row), cost(sub), cost(upf), cost(avg), cost(paeth)];
         let best = (0..5).min_by_key(|&i| sums[i]).unwrap_or(0);
         out.push(best as u8);
-        out.extend_from_slice(if best == 0 { row } else { &cand[best - 1] });
+        out.extend_from_slice(if best == 0 { &row } else { &cand[best - 1] });
+        std::mem::swap(&mut row, &mut up);
     }
     out
 }

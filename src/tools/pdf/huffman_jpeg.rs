@@ -41,6 +41,10 @@ struct Table {
     /// (low byte) and how far it moves along the block (`ADVANCE` units; 0 for end of block),
     /// `PLACES` when it sets a coefficient; 0 for a longer code.
     skip_fast: Box<[u16; 1 << FAST_BITS]>,
+    /// For sequential AC decoding (AC tables only), per `GROUP_BITS`-bit prefix: every whole
+    /// symbol with its extra bits that fits, up to and including an end of block (see
+    /// [`group_entry`]); 0 when not even one fits.
+    groups: Vec<u32>,
     /// The largest code of each length (1-16), or -1 for none.
     maxcode: [i32; 17],
     /// Where each length's symbols start in `values`, less the first code of that length.
@@ -52,6 +56,40 @@ struct Table {
 const ADVANCE: u16 = 8;
 /// In a `skip_fast` entry: the symbol sets a coefficient (not a run of 16 zeros).
 const PLACES: u16 = 0x8000;
+
+/// Bits looked up at once to skip several sequential AC symbols.
+const GROUP_BITS: u32 = 12;
+/// In a `groups` entry: the group ends with an end of block.
+const GROUP_EOB: u32 = 1 << 11;
+
+/// The `groups` entry for a prefix of `GROUP_BITS` bits: bits used (low 4), how far the
+/// symbols move along the block (bits 4-10), `GROUP_EOB`.
+fn group_entry(t: &Table, prefix: u32) -> u32 {
+    let (mut used, mut advance) = (0u32, 0u32);
+    loop {
+        let left = GROUP_BITS - used;
+        // the next code, if it lies whole in what is left: the fast table looked up with the
+        // bits after it as zeros (codes longer than FAST_BITS end the group)
+        let window = (prefix << used) & ((1 << GROUP_BITS) - 1);
+        let entry = t.fast[(window >> (GROUP_BITS - FAST_BITS)) as usize];
+        let len = u32::from(entry >> 8);
+        if entry == 0 || len > left {
+            break;
+        }
+        let sym = entry as u8;
+        let (r, s) = (u32::from(sym >> 4), u32::from(sym & 15));
+        if len + s > left {
+            break;
+        }
+        used += len + s;
+        match (r, s) {
+            (15, 0) => advance += 16,
+            (_, 0) => return used | advance << 4 | GROUP_EOB,
+            _ => advance += r + 1,
+        }
+    }
+    used | advance << 4
+}
 
 /// A sequential AC symbol's `skip_fast` entry, from its code length.
 fn skip_entry(len: u32, sym: u8) -> u16 {
@@ -65,7 +103,7 @@ fn skip_entry(len: u32, sym: u8) -> u16 {
 }
 
 impl Table {
-    fn new(counts: &[u8; 16], values: &[u8]) -> Res<Table> {
+    fn new(counts: &[u8; 16], values: &[u8], ac: bool) -> Res<Table> {
         let mut fast = Box::new([0u16; 1 << FAST_BITS]);
         let mut skip_fast = Box::new([0u16; 1 << FAST_BITS]);
         let mut maxcode = [-1i32; 17];
@@ -94,13 +132,20 @@ impl Table {
             }
             code <<= 1;
         }
-        Ok(Table {
+        let mut table = Table {
             fast,
             skip_fast,
+            groups: Vec::new(),
             maxcode,
             delta,
             values: values.to_vec(),
-        })
+        };
+        if ac {
+            table.groups = (0..1 << GROUP_BITS)
+                .map(|prefix| group_entry(&table, prefix))
+                .collect();
+        }
+        Ok(table)
     }
 
     /// A code longer than `FAST_BITS` from the 16 bits ahead: its length and symbol.
@@ -364,7 +409,7 @@ pub fn check(bytes: &[u8]) -> Res<Checked> {
                     if n > 256 || class_id & 0x0F > 3 || class_id >> 4 > 1 {
                         return fail("a Huffman table is invalid");
                     }
-                    let table = Some(Table::new(counts, values)?);
+                    let table = Some(Table::new(counts, values, class_id >> 4 == 1)?);
                     if class_id >> 4 == 0 {
                         dc_tables[(class_id & 0x0F) as usize] = table;
                     } else {
@@ -576,11 +621,23 @@ fn block(
         // kept to 16 bits, as coefficients are: damaged data cannot overflow it
         state.pred[sc] = i32::from(state.pred[sc].wrapping_add(bits.signed(s)) as i16);
         c.dc[index] = state.pred[sc] as i16;
-        let mut k = 1u16;
+        let mut k = 1u32;
         while k < 64 {
             bits.ensure(32);
+            // several symbols at once, unless the block may end inside them (a symbol after
+            // its 64th coefficient is the next block's)
+            let group = act.groups[bits.peek(GROUP_BITS) as usize];
+            let (used, advance) = (group & 0xF, (group >> 4) & 0x7F);
+            if used != 0 && (k + advance < 64 || (k + advance == 64 && group & GROUP_EOB == 0)) {
+                bits.skip(used);
+                k += advance;
+                if group & GROUP_EOB != 0 {
+                    break;
+                }
+                continue;
+            }
             let entry = bits.skip_ac(act)?;
-            let advance = (entry & !PLACES) >> ADVANCE;
+            let advance = u32::from((entry & !PLACES) >> ADVANCE);
             if advance == 0 {
                 break;
             }
