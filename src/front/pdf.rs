@@ -261,7 +261,7 @@ async fn remove_scratch(host: &Arc<Host>, workspace_id: Option<&str>) {
 
 /// The memory imports running side by side may be expected to take together (see
 /// [`import_weight`]); one import alone may take more.
-const IMPORT_MEMORY: u64 = 64 << 20;
+const IMPORT_MEMORY: u64 = 80 << 20;
 
 /// About the memory importing a file takes: a JPEG is checked without decoding (its bytes, and
 /// a copy being written), anything else is decoded and its planes filtered and compressed
