@@ -73,7 +73,16 @@ pub struct Host {
     library_seen: Mutex<Option<crate::library::Seen>>,
     /// The order a front door wants imports into a workspace to take their asset ids in.
     import_order: ImportOrder,
+    /// When the config file was last looked at, in microseconds since `opened`: the gate reads
+    /// the config on every call, and a `stat` per call was a tenth of a call's cost.
+    config_checked: std::sync::atomic::AtomicU64,
+    opened: std::time::Instant,
 }
+
+/// How long the config read from the file is used before the file is looked at again: what
+/// another process changes (`lmcp grants` beside a running server) applies within this time.
+/// This process's own changes apply at once.
+pub const CONFIG_RECHECK: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Host {
     /// Opens the host on these paths with the built-in tools registered.
@@ -99,6 +108,8 @@ impl Host {
             warnings: Mutex::new(warnings),
             library_seen: Mutex::new(None),
             import_order: ImportOrder::default(),
+            config_checked: std::sync::atomic::AtomicU64::new(0),
+            opened: std::time::Instant::now(),
             paths,
         };
         // temp files left by writes a kill cut short, in the folders lmcp writes most
@@ -157,6 +168,15 @@ impl Host {
     /// The current config, re-read first if the file changed since it was last read. Shared,
     /// not copied: the gate reads it on every call.
     pub fn config(&self) -> Arc<Config> {
+        use std::sync::atomic::Ordering;
+        let since_open = self.opened.elapsed().as_micros() as u64;
+        let checked = self.config_checked.load(Ordering::Relaxed);
+        if since_open.saturating_sub(checked) < CONFIG_RECHECK.as_micros() as u64 {
+            let loaded = self.config.read().unwrap_or_else(|p| p.into_inner());
+            return Arc::clone(&loaded.config);
+        }
+        self.config_checked
+            .store(since_open.max(1), Ordering::Relaxed);
         let path = self.paths.config_file();
         let now = stamp_of(&path);
         {

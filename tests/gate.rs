@@ -586,7 +586,9 @@ async fn private_mode_writes_no_history() {
 }
 
 #[tokio::test]
-async fn another_process_changing_the_config_is_seen_at_once() {
+/// Another process's change applies within `CONFIG_RECHECK` (the file is not looked at on
+/// every call); this process's own change applies at once.
+async fn another_process_changing_the_config_is_seen_within_the_recheck_time() {
     let t = TestHost::new();
     let ctx = || CallContext::root(Origin::Mcp, ConfirmMode::Confirmed);
     assert_eq!(
@@ -605,12 +607,27 @@ async fn another_process_changing_the_config_is_seen_at_once() {
             Ok(())
         })
         .unwrap();
+    tokio::time::sleep(lmcp::host::CONFIG_RECHECK + std::time::Duration::from_millis(5)).await;
     assert_eq!(
         t.host
             .call(CallRequest::new("probe_read", json!({}), ctx()))
             .await
             .class(),
         "denied"
+    );
+    t.host
+        .update_config(|c| {
+            c.grants.remove("probe_read");
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        t.host
+            .call(CallRequest::new("probe_read", json!({}), ctx()))
+            .await
+            .class(),
+        "done",
+        "this process's own change applies at once"
     );
 }
 

@@ -391,6 +391,10 @@ pub async fn run(cli: Cli) -> Result<u8> {
         eprintln!("warning: {}", shown(&problem));
     }
     let code = dispatch(&host, cli).await;
+    // the history is written behind the calls: what this command recorded goes out before it ends
+    if let Err(e) = host.history().flush() {
+        host.warn(format!("could not record calls in the history: {e}"));
+    }
     for w in host.take_warnings() {
         eprintln!("warning: {}", shown(&w));
     }

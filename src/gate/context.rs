@@ -2,7 +2,7 @@
 //!
 //! A front door builds one root [`CallContext`] per action (a CLI command, a REPL line, an MCP
 //! request) and every nested call a program makes gets a [`CallContext::child`] of it: one level
-//! deeper, origin `program`, a child cancellation token (cancelling the root stops the whole
+//! deeper, origin `program`, the same cancellation token (cancelling the root stops the whole
 //! tree), the same deadline or an earlier one, and the same confirmation mode or a weaker one.
 //! The fields are private so no code holding a context can raise its own confirmation mode.
 
@@ -91,7 +91,8 @@ pub struct CallContext {
     /// The front door the whole call tree came through (never `program`).
     door: Origin,
     depth: u32,
-    cancel: CancellationToken,
+    /// Shared by the whole call tree (an `Arc`: cloning a token itself takes a lock).
+    cancel: Arc<CancellationToken>,
     deadline: Option<Instant>,
     budget: Duration,
     progress: Option<ProgressSink>,
@@ -127,7 +128,7 @@ impl CallContext {
             origin,
             door: origin,
             depth: 0,
-            cancel: CancellationToken::new(),
+            cancel: Arc::new(CancellationToken::new()),
             deadline: None,
             budget: Duration::ZERO,
             progress: None,
@@ -167,7 +168,7 @@ impl CallContext {
 
     /// Uses `token` for cancellation (a front door that cancels on Ctrl-C or an MCP notice).
     pub fn with_cancel(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
+        self.cancel = Arc::new(token);
         self
     }
 
@@ -176,7 +177,9 @@ impl CallContext {
         CallContext {
             origin: Origin::Program,
             depth: self.depth + 1,
-            cancel: self.cancel.child_token(),
+            // One token per call tree: only a front door cancels, and it cancels the whole
+            // tree (a child token per call cost a tree node and a lock on every nested call).
+            cancel: Arc::clone(&self.cancel),
             // A call's progress is its own program's: a nested program reporting its steps on
             // the same sink would make the caller's progress go back (MCP wants one increasing
             // series per call), so nested calls report nothing.

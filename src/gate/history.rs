@@ -4,15 +4,15 @@
 //! only arguments the tool's schema declares are named (anything else is `(other)`, since the key
 //! of a free-form object can itself be user data). Friction reports are built from this ring.
 //!
-//! Storage is a JSON-lines file. Each entry is appended under the history lock with one write, and
-//! when the file grows past twice the ring size it is compacted to the newest entries with an
-//! atomic rewrite. A line that does not parse (a torn write after a crash) is skipped and counted,
-//! never fatal.
+//! Storage is a JSON-lines file. A writer thread appends the entries queued since its last write
+//! under the history lock with one write, and when the file grows past twice the ring size it
+//! compacts it to the newest entries with an atomic rewrite: a call only queues its line. A line
+//! that does not parse (a torn write after a crash) is skipped and counted, never fatal.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -52,14 +52,45 @@ pub struct HistoryEntry {
 }
 
 /// The persisted ring of recent calls.
+///
+/// Recording only queues the entry's line: a writer thread appends what has queued in one write
+/// and compacts the file when it has grown, so neither a lock on the file nor a rewrite ever
+/// sits on a call's path. Reading ([`History::recent`]) and [`History::flush`] (the front doors
+/// call it before they exit) first wait for the queue to be written, so this process's readers
+/// see every entry; a crash can lose what was queued and not yet written (a few entries at most).
 #[derive(Debug)]
 pub struct History {
     path: PathBuf,
     capacity: usize,
-    /// The lock file and the append handle, opened on first use and kept: reopening both on
-    /// every call cost more than the rest of the gate.
-    open: Mutex<Option<OpenFiles>>,
+    shared: Arc<Shared>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
+
+/// What the recording threads and the writer share.
+#[derive(Debug)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Wakes the writer: something is queued, or the history is closing.
+    work: Condvar,
+    /// Wakes waiters in [`History::flush`]: a batch was written.
+    written: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    /// Whole lines waiting to be appended.
+    lines: Vec<u8>,
+    /// Entries queued so far, and of those written (or failed) so far.
+    queued: u64,
+    done: u64,
+    /// The last write's failure, reported to the next caller of `record` or `flush`.
+    error: Option<String>,
+    closing: bool,
+}
+
+/// Above this many queued bytes a recording thread waits for the writer (a disk that stalls
+/// must not grow memory without bound).
+const MAX_QUEUED_BYTES: usize = 4 << 20;
 
 #[derive(Debug)]
 struct OpenFiles {
@@ -82,95 +113,216 @@ impl History {
         History {
             path,
             capacity: capacity.max(1),
-            open: Mutex::new(None),
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue::default()),
+                work: Condvar::new(),
+                written: Condvar::new(),
+            }),
+            writer: Mutex::new(None),
         }
     }
 
-    /// Appends an entry; compacts the file when it holds more than twice the ring size.
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.shared.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues an entry for the writer. An error is an earlier write's failure.
     pub fn record(&self, entry: &HistoryEntry) -> Result<()> {
         let mut line = serde_json::to_vec(entry).map_err(|e| Error::Corrupt {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
         line.push(b'\n');
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.is_none() {
-            if let Some(dir) = self.path.parent() {
-                store::ensure_dir(dir)?;
+        self.start_writer()?;
+        let mut q = self.queue();
+        while q.lines.len() > MAX_QUEUED_BYTES && !q.closing {
+            q = self
+                .shared
+                .written
+                .wait(q)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        q.lines.extend_from_slice(&line);
+        q.queued += 1;
+        let failed = q.error.take();
+        drop(q);
+        self.shared.work.notify_one();
+        match failed {
+            Some(message) => Err(Error::Tool {
+                tool: "history".into(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every entry queued so far is written (at most 10 s: a disk that hangs does
+    /// not hang the process with it).
+    pub fn flush(&self) -> Result<()> {
+        let mut q = self.queue();
+        let target = q.queued;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while q.done < target {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
             }
-            *open = Some(OpenFiles {
-                lock: LockFile::open(&self.path)?,
-                file: self.open_append()?,
-            });
+            q = self
+                .shared
+                .written
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
-        let files = open.as_mut().expect("opened above");
-        let _guard = files.lock.lock()?;
-        // Another process may have compacted (replaced) the file since we opened it.
-        let current = fs::metadata(&self.path).ok();
-        let held = files
-            .file
-            .metadata()
+        match q.error.take() {
+            Some(message) => Err(Error::Tool {
+                tool: "history".into(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts the writer thread if it is not running.
+    fn start_writer(&self) -> Result<()> {
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if writer.is_some() {
+            return Ok(());
+        }
+        let (shared, path, capacity) = (Arc::clone(&self.shared), self.path.clone(), self.capacity);
+        let handle = std::thread::Builder::new()
+            .name("lmcp-history".into())
+            .spawn(move || write_loop(&shared, &path, capacity))
             .map_err(|e| Error::io(&self.path, e))?;
-        if !current.is_some_and(|c| store::same_file(&c, &held)) {
-            files.file = self.open_append()?;
-        }
-        cut_torn_tail(&files.file).map_err(|e| Error::io(&self.path, e))?;
-        files
-            .file
-            .write_all(&line)
-            .map_err(|e| Error::io(&self.path, e))?;
-        let len = files.file.metadata().map(|m| m.len()).unwrap_or(0);
-        // Entries are ~150-400 bytes; compaction by size avoids counting lines on every call.
-        if len > (self.capacity as u64) * 2 * 300 {
-            self.compact_locked()?;
-        }
+        *writer = Some(handle);
         Ok(())
     }
 
-    /// Opens the history for appending.
-    fn open_append(&self) -> Result<File> {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(&self.path)
-            .map_err(|e| Error::io(&self.path, e))
-    }
-
-    fn compact_locked(&self) -> Result<()> {
-        let recent = self.read_all()?;
-        let keep = recent.entries.len().saturating_sub(self.capacity);
-        let mut out = Vec::new();
-        for e in &recent.entries[keep..] {
-            out.extend(serde_json::to_vec(e).unwrap_or_default());
-            out.push(b'\n');
-        }
-        store::atomic_write(&self.path, &out)
-    }
-
-    fn read_all(&self) -> Result<Recent> {
-        let text = match fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Recent::default()),
-            Err(e) => return Err(Error::io(&self.path, e)),
-        };
-        let mut recent = Recent::default();
-        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            match serde_json::from_slice(line) {
-                Ok(e) => recent.entries.push(e),
-                Err(_) => recent.skipped += 1,
-            }
-        }
-        Ok(recent)
-    }
-
-    /// The newest `n` entries, oldest first.
+    /// The newest `n` entries, oldest first (everything this process recorded included).
     pub fn recent(&self, n: usize) -> Result<Recent> {
-        let mut all = self.read_all()?;
+        // a failed write was reported to its caller already; what is on disk is what there is
+        let _ = self.flush();
+        let mut all = read_all(&self.path)?;
         let start = all.entries.len().saturating_sub(n.min(self.capacity));
         all.entries.drain(..start);
         Ok(all)
     }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        self.queue().closing = true;
+        self.shared.work.notify_one();
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = writer {
+            // it writes what is queued before it ends
+            let _ = w.join();
+        }
+    }
+}
+
+/// The writer thread: appends queued lines in batches until the history closes.
+fn write_loop(shared: &Shared, path: &Path, capacity: usize) {
+    let mut open: Option<OpenFiles> = None;
+    loop {
+        let (batch, count, closing) = {
+            let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            while q.lines.is_empty() && !q.closing {
+                q = shared.work.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+            (std::mem::take(&mut q.lines), q.queued, q.closing)
+        };
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            append(&mut open, path, capacity, &batch)
+        };
+        {
+            let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.done = count;
+            if let Err(e) = result {
+                q.error = Some(e.to_string());
+                // reopened next time: the failure may have been the handle's
+                open = None;
+            }
+        }
+        shared.written.notify_all();
+        if closing && batch.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Appends whole lines under the history lock; compacts the file when it holds more than
+/// twice the ring size.
+fn append(open: &mut Option<OpenFiles>, path: &Path, capacity: usize, lines: &[u8]) -> Result<()> {
+    if open.is_none() {
+        if let Some(dir) = path.parent() {
+            store::ensure_dir(dir)?;
+        }
+        *open = Some(OpenFiles {
+            lock: LockFile::open(path)?,
+            file: open_append(path)?,
+        });
+    }
+    let files = open.as_mut().expect("opened above");
+    let _guard = files.lock.lock()?;
+    // Another process may have compacted (replaced) the file since we opened it.
+    let current = fs::metadata(path).ok();
+    let held = files.file.metadata().map_err(|e| Error::io(path, e))?;
+    if !current.is_some_and(|c| store::same_file(&c, &held)) {
+        files.file = open_append(path)?;
+    }
+    cut_torn_tail(&files.file).map_err(|e| Error::io(path, e))?;
+    files
+        .file
+        .write_all(lines)
+        .map_err(|e| Error::io(path, e))?;
+    let len = files.file.metadata().map(|m| m.len()).unwrap_or(0);
+    // Entries are ~150-400 bytes; compaction by size avoids counting lines on every write.
+    if len > (capacity as u64) * 2 * 300 {
+        compact_locked(path, capacity)?;
+    }
+    Ok(())
+}
+
+/// Opens the history for appending.
+fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
+}
+
+/// Rewrites the file with its newest `capacity` entries (the history lock held).
+fn compact_locked(path: &Path, capacity: usize) -> Result<()> {
+    let recent = read_all(path)?;
+    let keep = recent.entries.len().saturating_sub(capacity);
+    let mut out = Vec::new();
+    for e in &recent.entries[keep..] {
+        out.extend(serde_json::to_vec(e).unwrap_or_default());
+        out.push(b'\n');
+    }
+    store::atomic_write(path, &out)
+}
+
+/// Every entry the file holds, oldest first; lines that do not parse are counted.
+fn read_all(path: &Path) -> Result<Recent> {
+    let text = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Recent::default()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let mut recent = Recent::default();
+    for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice(line) {
+            Ok(e) => recent.entries.push(e),
+            Err(_) => recent.skipped += 1,
+        }
+    }
+    Ok(recent)
 }
 
 /// The shapes of a call's arguments. Only names declared in `schema.properties` are kept.
@@ -294,11 +446,13 @@ mod tests {
             args: Vec::new(),
         };
         h.record(&entry("first")).unwrap();
+        h.flush().unwrap();
         // a write cut short by a kill
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(br#"{"at_ms": 2, "tool": "tor"#).unwrap();
         drop(f);
         h.record(&entry("second")).unwrap();
+        h.flush().unwrap();
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 2, "{text}");
         let tools: Vec<String> = h
@@ -339,6 +493,7 @@ mod tests {
         }
         let r = h.recent(100).unwrap();
         assert!(r.entries.len() <= 5, "{}", r.entries.len());
+        h.flush().unwrap();
         assert_eq!(r.entries.last().unwrap().tool, "t39");
         let mut f = OpenOptions::new()
             .append(true)
@@ -357,5 +512,76 @@ mod tests {
         assert_eq!(size_bucket(0), "0");
         assert_eq!(size_bucket(300), "256-4k");
         assert_eq!(size_bucket(1 << 20), "64k+");
+    }
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use super::*;
+
+    fn entry(tool: String) -> HistoryEntry {
+        HistoryEntry {
+            at_ms: 1,
+            tool,
+            origin: "mcp".into(),
+            depth: 0,
+            outcome: "done".into(),
+            duration_ms: 0.1,
+            args: vec![],
+        }
+    }
+
+    /// Recording never waits for the file: with another process's hold on the history lock it
+    /// still returns at once, and the entries are written once the lock is free.
+    #[test]
+    fn recording_does_not_wait_for_the_file_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let h = History::new(path.clone(), 100);
+        h.record(&entry("warm".into())).unwrap();
+        h.flush().unwrap();
+        let lock = LockFile::open(&path).unwrap();
+        let held = lock.lock().unwrap();
+        for i in 0..10 {
+            h.record(&entry(format!("t{i}"))).unwrap();
+        }
+        assert_eq!(
+            read_all(&path).unwrap().entries.len(),
+            1,
+            "nothing written while the lock is held"
+        );
+        drop(held);
+        h.flush().unwrap();
+        assert_eq!(read_all(&path).unwrap().entries.len(), 11);
+    }
+
+    /// Entries from many threads all land, each thread's in its own order; dropping the
+    /// history writes what is still queued.
+    #[test]
+    fn every_entry_lands_and_a_dropped_history_writes_its_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let h = History::new(path.clone(), 100_000);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let h = &h;
+                s.spawn(move || {
+                    for i in 0..500 {
+                        h.record(&entry(format!("{t}:{i}"))).unwrap();
+                    }
+                });
+            }
+        });
+        drop(h);
+        let all = read_all(&path).unwrap();
+        assert_eq!((all.entries.len(), all.skipped), (2000, 0));
+        for t in 0..4 {
+            let mine: Vec<usize> = all
+                .entries
+                .iter()
+                .filter_map(|e| e.tool.strip_prefix(&format!("{t}:"))?.parse().ok())
+                .collect();
+            assert_eq!(mine, (0..500).collect::<Vec<_>>());
+        }
     }
 }

@@ -197,31 +197,15 @@ async fn decide_and_run(
         };
     }
 
-    // 6. confirmation
-    let summary = spec
-        .summarize
-        .map_or_else(|| default_summary(spec, &args), |f| f(&args));
-    // Arguments that may hold secrets are never shown in a preview or a prompt.
-    let (shown_args, summary) = if spec.secret_args {
-        (
-            serde_json::json!({"(hidden)": "this tool's arguments may hold secrets"}),
-            summary,
-        )
-    } else if ctx.secrets().is_empty() {
-        (args.clone(), summary)
-    } else {
-        // a skill's secrets never reach a preview, a prompt or a plan
-        (
-            crate::text::redact_json(&args, ctx.secrets()),
-            crate::text::redact(&summary, ctx.secrets()).into_owned(),
-        )
-    };
+    // 6. confirmation (what a preview, a question or a plan shows is made only when one is: a
+    // read call needs none, and that is most calls)
     let plan_entry = !spec.runs_program() && spec.has_preview && changes_state;
     if mode == ConfirmMode::Preview
         && spec.has_preview
         && !spec.runs_program()
         && (changes_state || grant == Grant::Ask)
     {
+        let (shown_args, summary) = shown(spec, &args, ctx.secrets());
         if plan_entry && let Some(refused) = record_in_plan(&ctx, &name, &shown_args, true) {
             return refused;
         }
@@ -257,11 +241,12 @@ async fn decide_and_run(
             }],
             None => Vec::new(),
         };
+        let (shown_args, summary) = shown(spec, &args, ctx.secrets());
         let request = ConfirmRequest {
             tool: name.clone(),
             effect,
             destructive,
-            args: shown_args.clone(),
+            args: shown_args,
             summary,
             why: why.clone(),
             every_time: per_tool_ask,
@@ -309,7 +294,11 @@ async fn decide_and_run(
             }
         }
     }
-    if plan_entry && let Some(refused) = record_in_plan(&ctx, &name, &shown_args, false) {
+    if plan_entry
+        && ctx.plan().is_some()
+        && let Some(refused) =
+            record_in_plan(&ctx, &name, &shown(spec, &args, ctx.secrets()).0, false)
+    {
         return refused;
     }
 
@@ -327,17 +316,26 @@ async fn decide_and_run(
     let cancel = ctx.cancel_token().clone();
     let deadline = ctx.deadline();
     let budget = ctx.budget();
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Outcome::Failed(Error::Timeout { after: budget });
+    }
     let invocation = Invocation {
         args,
         ctx,
         host: Arc::clone(host),
         program,
     };
-    let running = tool.run(invocation, &Pass(()));
-    let result = tokio::select! {
-        r = running => r,
-        _ = cancel.cancelled() => Err(Error::Cancelled),
-        _ = sleep_until(deadline) => Err(Error::Timeout { after: budget }),
+    let mut running = std::pin::pin!(tool.run(invocation, &Pass(())));
+    // A handler that finishes when first polled (most leaf tools do) needs no race against
+    // cancellation and the deadline: no timer is set, no waiter registered.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(running.as_mut().poll(cx))).await;
+    let result = match first {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => tokio::select! {
+            r = running => r,
+            _ = cancel.cancelled() => Err(Error::Cancelled),
+            _ = sleep_until(deadline) => Err(Error::Timeout { after: budget }),
+        },
     };
     match result {
         Ok(v) => Outcome::Done(v),
@@ -438,6 +436,28 @@ fn schema_problems(tool: &Tool, args: &Value) -> crate::error::Result<Vec<Schema
             message: e.masked().to_string(),
         })
         .collect())
+}
+
+/// The arguments and summary a preview, a question or a plan shows.
+fn shown(spec: &crate::registry::ToolSpec, args: &Value, secrets: &[String]) -> (Value, String) {
+    let summary = spec
+        .summarize
+        .map_or_else(|| default_summary(spec, args), |f| f(args));
+    // Arguments that may hold secrets are never shown in a preview or a prompt.
+    if spec.secret_args {
+        (
+            serde_json::json!({"(hidden)": "this tool's arguments may hold secrets"}),
+            summary,
+        )
+    } else if secrets.is_empty() {
+        (args.clone(), summary)
+    } else {
+        // a skill's secrets never reach a preview, a prompt or a plan
+        (
+            crate::text::redact_json(args, secrets),
+            crate::text::redact(&summary, secrets).into_owned(),
+        )
+    }
 }
 
 /// "would call NAME (effect) with a, b" when a tool has no summarizer of its own.

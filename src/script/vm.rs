@@ -596,8 +596,8 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     let s = Arc::clone(state);
     api.set(
         "call",
-        lua.create_function(move |lua, (name, args): (String, Value)| {
-            call_tool(lua, &s, &name, &args)
+        lua.create_function(move |lua, (name, args): (mlua::LuaString, Value)| {
+            call_tool(lua, &s, &name.to_str()?, &args)
         })?,
     )?;
 
@@ -723,6 +723,22 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     Ok(api)
 }
 
+/// Runs a call from the Lua thread (never a runtime thread) to its end: polled once in the
+/// runtime's context first, since most calls finish at once and need no parking, then, if it
+/// waits on something, driven by `block_on`.
+fn run_to_end<F: std::future::Future>(handle: &tokio::runtime::Handle, call: F) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    let first = {
+        let _in_runtime = handle.enter();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        call.as_mut().poll(&mut cx)
+    };
+    match first {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => handle.block_on(call),
+    }
+}
+
 fn call_tool(
     lua: &Lua,
     s: &Arc<RunState>,
@@ -746,9 +762,7 @@ fn call_tool(
         convert::coerce_empty_arrays(&mut json, &tool.spec().input_schema);
     }
     let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).child();
-    let outcome = s
-        .handle
-        .block_on(s.host.call(CallRequest::new(name, json, ctx)));
+    let outcome = run_to_end(&s.handle, s.host.call(CallRequest::new(name, json, ctx)));
     match outcome {
         Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
         Outcome::Preview(p) => {
