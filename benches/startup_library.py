@@ -1,0 +1,108 @@
+"""Start-up against library size: `lmcp run` of a one-line script with an empty library and with
+1,000 saved custom tools and 100 installed skills, against `lua5.4` running the same line, in
+one run (hyperfine, -N, medians of many runs).
+
+The library is written the way lmcp stores it (definition files in data/tools/, skill folders in
+data/skills/ with SKILL.md, scripts/ and meta.json), half the custom tools JSON steps and half
+Lua, each skill with two scripts.
+
+Usage: python3 benches/startup_library.py LMCP_BINARY
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+STEPS = {
+    "format": 1,
+    "description": "Evaluates an arithmetic expression with calculate, as a saved step.",
+    "parameters": [{"name": "expression", "type": "string", "required": True, "description": "What to evaluate"}],
+    "steps": [{"id": "calc", "tool": "calculate", "arguments": {"expression": {"$input": "expression"}}}],
+}
+LUA = "---@param a number\n---@param b number\n---@uses calculate\nreturn tools.calculate{expression = a .. ' + ' .. b}"
+SKILL_MD = """---
+name: {name}
+description: Counts things for the bench (skill {i}); nothing more.
+version: 1.0.0
+config:
+  min_length:
+    title: Shortest word counted
+    type: number
+    default: 3
+---
+# Bench skill {i}
+
+Use `{prefix}_count` to count, `{prefix}_echo` to echo.
+"""
+SCRIPT = """---@description {what} for bench skill {i}.
+---@param text string The text
+---@timeout 20
+return {{n = #params.text}}
+"""
+
+
+def library(home: Path, tools: int, skills: int) -> None:
+    data = home / "data"
+    (data / "tools").mkdir(parents=True)
+    (data / "skills").mkdir(parents=True)
+    stamp = "2026-12-01T00:00:00Z"
+    for i in range(tools):
+        name = f"user_bench_{i:04}"
+        if i % 2:
+            d = {"format": 1, "name": name, "description": f"Adds two numbers (bench tool {i}).", "parameters": [], "lua": LUA}
+        else:
+            d = dict(STEPS, name=name)
+        d.update(created=stamp, updated=stamp)
+        (data / "tools" / f"{name}.json").write_text(json.dumps(d, indent=2))
+    for i in range(skills):
+        name, prefix = f"bench-skill-{i:03}", f"bench{i:03}"
+        root = data / "skills" / name
+        (root / "scripts").mkdir(parents=True)
+        (root / "references").mkdir()
+        (root / "SKILL.md").write_text(SKILL_MD.format(name=name, i=i, prefix=prefix))
+        for what in ["count", "echo"]:
+            (root / "scripts" / f"{prefix}_{what}.lua").write_text(SCRIPT.format(what=what.title(), i=i))
+        (root / "meta.json").write_text(json.dumps({"installtime": 1, "updatetime": 1, "enabled": True}))
+
+
+def main(binary: str) -> None:
+    for tool in ["hyperfine", "lua5.4"]:
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is missing: apt-get install hyperfine lua5.4")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        script = root / "one.lua"
+        script.write_text("print(1 + 1)\n")
+        empty, full = root / "empty", root / "full"
+        library(full, 1000, 100)
+        empty.mkdir()
+        # the full library must load: every tool listed, nothing warned
+        env = dict(os.environ, LMCP_HOME=str(full))
+        out = subprocess.run([binary, "tools", "--json"], env=env, capture_output=True, text=True, check=True)
+        listed = sum(1 for t in json.loads(out.stdout) if t["name"].startswith(("user_bench_", "skill__bench")))
+        if listed != 1000 + 200 or out.stderr.strip():
+            sys.exit(f"the library did not load whole: {listed} tools listed; {out.stderr[-500:]}")
+        result = root / "result.json"
+        subprocess.run(
+            ["hyperfine", "-N", "--warmup", "10", "--runs", "100", "--export-json", str(result),
+             "-n", "empty", f"env LMCP_HOME={empty} {binary} run {script}",
+             "-n", "full", f"env LMCP_HOME={full} {binary} run {script}",
+             "-n", "lua5.4", f"lua5.4 {script}"],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        r = {x["command"]: x for x in json.loads(result.read_text())["results"]}
+        med = {k: v["median"] * 1000 for k, v in r.items()}
+        print(f"lmcp run, empty library: {med['empty']:.2f} ms; 1,000 tools + 100 skills: {med['full']:.2f} ms; "
+              f"lua5.4: {med['lua5.4']:.2f} ms")
+        print(f"full / empty {med['full'] / med['empty']:.2f}x (goal <= 1.5x), "
+              f"full / lua5.4 {med['full'] / med['lua5.4']:.2f}x (goal <= 2.5x)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
