@@ -133,6 +133,10 @@ const QE_TABLE: [u32; 114] = {
     ]
 };
 
+/// Most zero bytes an interval may read past its data: the decoder's two-byte look-ahead and a
+/// little slack (T.81 D.1.8: the encoder's flush makes the rest unnecessary).
+const MAX_MADE_UP: usize = 8;
+
 /// The state of the fixed one-half probability estimate.
 const FIXED_HALF: u8 = 113;
 
@@ -155,6 +159,9 @@ struct Decoder<'a> {
     data: &'a [u8],
     pos: usize,
     at_marker: bool,
+    /// Zero bytes read past the end of the current interval's data. An encoder's final flush
+    /// leaves the decoder needing at most a few; many more mean the data was cut short.
+    made_up: usize,
     c: i64,
     a: i64,
     ct: i32,
@@ -166,6 +173,7 @@ impl<'a> Decoder<'a> {
             data,
             pos: 0,
             at_marker: false,
+            made_up: 0,
             c: 0,
             a: 0,
             ct: -16,
@@ -175,6 +183,7 @@ impl<'a> Decoder<'a> {
     /// The next data byte; zeros once a marker is reached (T.81 D.2.6).
     fn byte(&mut self) -> i64 {
         if self.at_marker || self.pos >= self.data.len() {
+            self.made_up += 1;
             return 0;
         }
         let b = self.data[self.pos];
@@ -192,11 +201,21 @@ impl<'a> Decoder<'a> {
         // A marker: leave it for the restart handling.
         self.pos -= 1;
         self.at_marker = true;
+        self.made_up += 1;
         0
     }
 
     /// Skips to just past the next restart marker and starts afresh.
+    /// Fails when the interval just decoded needed more data than it had.
+    fn check_whole(&self) -> Res<()> {
+        if self.made_up > MAX_MADE_UP {
+            return fail("the image data ends before the picture does: the file was cut short");
+        }
+        Ok(())
+    }
+
     fn restart(&mut self) -> Res<()> {
+        self.check_whole()?;
         let mut i = self.pos;
         while i + 1 < self.data.len()
             && !(self.data[i] == 0xFF && (0xD0..=0xD7).contains(&self.data[i + 1]))
@@ -208,6 +227,7 @@ impl<'a> Decoder<'a> {
         }
         self.pos = i + 2;
         self.at_marker = false;
+        self.made_up = 0;
         self.c = 0;
         self.a = 0;
         self.ct = -16;
@@ -518,7 +538,7 @@ impl Frame {
                 }
             }
         }
-        Ok(())
+        d.check_whole()
     }
 }
 
@@ -536,6 +556,7 @@ pub fn to_huffman(bytes: &[u8]) -> Res<Vec<u8>> {
         ac_k: [5; 4],
     };
     let mut restart_interval = 0;
+    let mut dc_sent = [false; 4];
     let mut pos = 2;
     loop {
         let marker;
@@ -596,6 +617,9 @@ pub fn to_huffman(bytes: &[u8]) -> Res<Vec<u8>> {
                     stop += 1;
                 }
                 f.decode_scan(&scan, &bytes[end..stop])?;
+                for &(ci, _, _) in &scan.comps {
+                    dc_sent[ci] |= scan.ss == 0;
+                }
                 pos = stop;
                 continue;
             }
@@ -604,6 +628,13 @@ pub fn to_huffman(bytes: &[u8]) -> Res<Vec<u8>> {
         pos = end;
     }
     let frame = frame.ok_or("the JPEG has no frame header")?;
+    // a frame whose scans never carried a component's DC coefficients has no picture there
+    if let Some(c) = frame.comps.iter().zip(&dc_sent).find(|(_, sent)| !**sent) {
+        return fail(format!(
+            "component {} of the JPEG has no image data (cut short or damaged?)",
+            c.0.spec.id
+        ));
+    }
     encode_baseline(&frame, &kept)
 }
 
@@ -966,6 +997,30 @@ mod tests {
 
     /// Damaged files give an error or a re-coded file, never a panic (tests run with overflow
     /// checks on): four hundred single-byte corruptions of each fixture.
+    /// Arithmetic decoding reads zeros past the data, so a cut file decodes "fine" (grey from
+    /// the cut on): refused, like a frame whose scans never came.
+    #[test]
+    fn cut_files_are_refused() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
+        for name in ["arith-420", "arith-progressive", "arith-gray"] {
+            let whole = std::fs::read(format!("{dir}{name}.jpg")).unwrap();
+            assert!(to_huffman(&whole).is_ok(), "{name}");
+            for cut in [whole.len() / 2, whole.len() * 9 / 10] {
+                let mut half = whole[..cut].to_vec();
+                half.extend_from_slice(&[0xFF, 0xD9]);
+                let e = to_huffman(&half)
+                    .err()
+                    .unwrap_or_else(|| panic!("{name} cut at {cut}"));
+                assert!(e.contains("cut short"), "{name} at {cut}: {e}");
+            }
+            let sos = whole.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+            let mut no_scan = whole[..sos].to_vec();
+            no_scan.extend_from_slice(&[0xFF, 0xD9]);
+            let e = to_huffman(&no_scan).unwrap_err();
+            assert!(e.contains("no image data"), "{name}: {e}");
+        }
+    }
+
     #[test]
     fn damaged_files_never_panic() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
