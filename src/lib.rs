@@ -24,6 +24,24 @@
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 //! | [`text`]     | strings shown to people: control characters escaped                      |
 
+/// `eprintln!` that never panics: a person's stderr that cannot be written (`2>/dev/full`, a
+/// closed terminal) must not turn an error report into a crash (exit 101).
+macro_rules! errln {
+    () => {
+        $crate::text::to_stderr("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::text::to_stderr(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` that never panics (see `errln!`).
+macro_rules! errw {
+    ($($arg:tt)*) => {
+        $crate::text::to_stderr(&format!($($arg)*))
+    };
+}
+
 pub mod config;
 pub mod error;
 pub mod front;

@@ -203,7 +203,7 @@ pub fn atomic_copy(from: &Path, to: &Path) -> Result<()> {
 /// Writes a new, uniquely named temporary file in `dir` with `parts` and syncs it, for the caller
 /// to rename into place (then [`sync_dir`]) or remove.
 pub fn write_temp(dir: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
-    ensure_dir(dir)?;
+    // the folder must exist: one removed meanwhile (a workspace deleted) is not made again
     write_synced_temp(dir, "new", parts, false)
 }
 

@@ -133,6 +133,13 @@ pub fn redact_json(v: &serde_json::Value, secrets: &[String]) -> serde_json::Val
     }
 }
 
+/// Writes to stderr, ignoring failure: there is nowhere left to report it.
+pub fn to_stderr(text: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

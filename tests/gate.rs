@@ -553,6 +553,8 @@ async fn history_records_shapes_and_never_values() {
             ctx(),
         ))
         .await;
+    // written behind the calls: flushed before the file is read
+    t.host.history().flush().unwrap();
     let raw = std::fs::read_to_string(t.host.paths().history_file()).unwrap();
     assert!(!raw.contains("987654") && !raw.contains("secret"), "{raw}");
     let recent = t.host.history().recent(10).unwrap().entries;

@@ -1335,6 +1335,24 @@ fn an_interrupted_lmcp_pdf_leaves_all_three_files_or_none() {
         );
         lopdf::Document::load(out.join("document.pdf")).unwrap();
     }
+    // What the killed runs left (scratch workspaces, staging folders) the last run swept. A
+    // kill in the microseconds between a workspace's creation and the note naming it can
+    // leave one unnamed workspace: at most one here, never a half-deleted one.
+    let left: Vec<String> = std::fs::read_dir(h.join("data/workspaces"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        left.len() <= 1 && left.iter().all(|n| !n.starts_with('.')),
+        "scratch workspaces left: {left:?}"
+    );
+    let staging: Vec<_> = std::fs::read_dir(h.join("data/workspace"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(staging.is_empty(), "staging folders left: {staging:?}");
     // a staging folder a kill left beside a DIR is swept by the next run into it
     let dead = {
         let mut c = std::process::Command::new("true").spawn().unwrap();
@@ -1387,4 +1405,31 @@ fn lmcp_pdf_asset_ids_follow_the_given_order() {
         .map(|p| p["source_asset_id"].as_u64().unwrap())
         .collect();
     assert_eq!(ids, [1, 2, 3, 4], "{manifest}");
+}
+
+/// A JPEG is embedded byte for byte from its stored asset: one changed behind lmcp's back (same
+/// size, other bytes) is refused at build, not embedded under the manifest's old SHA-256.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_jpeg_changed_after_import_is_refused() {
+    let img = image::RgbImage::from_fn(64, 48, |x, y| image::Rgb([x as u8 * 4, y as u8 * 5, 9]));
+    let f = fixture(&[("a.jpg", jpeg_bytes(&img))]).await;
+    let args =
+        json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "T", "preset": "square"});
+    assert_eq!(
+        call(&f.t, "build_image_pdf", args.clone()).await.unwrap()["stage"],
+        "ready"
+    );
+    let (_, stored) = lmcp::tools::assets::asset(&f.t.host, &f.ws, 1).unwrap();
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&stored, &bytes).unwrap();
+    let r = failed_build(&f.t, args).await;
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("changed since it was imported"),
+        "{r}"
+    );
 }

@@ -353,18 +353,22 @@ pub fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
     let result = runtime.block_on(run(cli));
+    // Blocking work a timeout or cancellation gave up on (a check no await can interrupt)
+    // must not keep the process alive: the command is over.
+    runtime.shutdown_background();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if json {
-                super::door::outln(&json!({"error": e.to_json()}).to_string());
+                // a closed stdout must not turn the failure into exit 0
+                super::door::try_out(&format!("{}\n", json!({"error": e.to_json()})));
             } else {
-                eprintln!("error: {}", shown(&e.to_string()));
+                errln!("error: {}", shown(&e.to_string()));
             }
             ExitCode::from(e.exit_code())
         }
@@ -388,7 +392,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
     if let Some(problem) = host.config_problem()
         && !matches!(cli.command, Some(Command::Config(_)))
     {
-        eprintln!("warning: {}", shown(&problem));
+        errln!("warning: {}", shown(&problem));
     }
     let code = dispatch(&host, cli).await;
     // the history is written behind the calls: what this command recorded goes out before it ends
@@ -396,7 +400,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         host.warn(format!("could not record calls in the history: {e}"));
     }
     for w in host.take_warnings() {
-        eprintln!("warning: {}", shown(&w));
+        errln!("warning: {}", shown(&w));
     }
     code
 }

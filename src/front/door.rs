@@ -69,6 +69,14 @@ pub(crate) fn out(text: &str) {
     }
 }
 
+/// Writes to stdout, ignoring failure (an error report whose exit code must stand).
+pub(crate) fn try_out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
 /// [`out`] with a newline.
 pub(crate) fn outln(text: &str) {
     out(&format!("{text}\n"));
@@ -166,9 +174,9 @@ pub(crate) fn with_progress(ctx: CallContext) -> CallContext {
     }
     ctx.with_progress(Arc::new(|p| {
         let total = p.total.unwrap_or(0);
-        eprint!("\r\x1b[2K{}", crate::text::escape_controls(&p.message));
+        errw!("\r\x1b[2K{}", crate::text::escape_controls(&p.message));
         if p.total.is_some() && p.done >= total {
-            eprint!("\r\x1b[2K");
+            errw!("\r\x1b[2K");
         }
         let _ = std::io::stderr().flush();
     }))
@@ -176,7 +184,7 @@ pub(crate) fn with_progress(ctx: CallContext) -> CallContext {
 
 /// Asks a yes/no question on the terminal; anything but y or yes is no.
 pub(crate) fn ask(question: &str) -> Result<bool> {
-    eprint!("{question} [y/N] ");
+    errw!("{question} [y/N] ");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     std::io::stdin()
@@ -293,16 +301,16 @@ pub(crate) fn render_outcome(outcome: &Outcome, json: bool) {
             ));
         }
         Outcome::Denied { tool, reason } => {
-            eprintln!("denied: `{}`: {}", shown(tool), shown(reason))
+            errln!("denied: `{}`: {}", shown(tool), shown(reason))
         }
         Outcome::NeedsConfirmation { tool, reason } => {
-            eprintln!(
+            errln!(
                 "not run: `{}` needs confirmation: {}",
                 shown(tool),
                 shown(reason)
             )
         }
-        Outcome::Failed(e) => eprintln!("error: {}", shown(&e.to_string())),
+        Outcome::Failed(e) => errln!("error: {}", shown(&e.to_string())),
     }
 }
 

@@ -290,7 +290,7 @@ impl Confirmer for DeferringConfirmer {
 }
 
 fn tracing_stderr(message: &str) {
-    eprintln!("lmcp serve: {message}");
+    errln!("lmcp serve: {message}");
 }
 
 /// Turns an outcome into a tool result: structured content plus the same JSON as text, or an

@@ -73,26 +73,41 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
     if let Some(dir) = &args.output {
         check_output_dir(host, dir, args.force)?;
     }
-    let staging_name = format!(".pdf-{}", uuid::Uuid::new_v4().simple());
+    sweep_killed_runs(host).await;
+    let staging_name = format!(
+        "{RUN_STAGING}{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
     let staging = host.paths().workspace_dir().join(&staging_name);
     let mut scratch = None;
     let result = build(host, &args, preset, &staging_name, &mut scratch).await;
-    let _ = std::fs::remove_dir_all(&staging);
+    // The staging folder (which names the scratch workspace for a sweep after a kill) goes
+    // only once the scratch workspace has gone, or is to stay.
+    let done_with = |staging: &Path| {
+        let _ = std::fs::remove_dir_all(staging);
+    };
     // a failed build is an error (exit 1), as at every door
     let built = match result {
         Ok(b) => b,
         Err(e) => {
             // Nothing in a failed scratch workspace is worth keeping.
             remove_scratch(host, scratch.as_deref()).await;
+            done_with(&staging);
             return Err(e);
         }
     };
     let mut value = built.clone();
+    if args.output.is_none() {
+        // the results stay in the scratch workspace, which stays too
+        done_with(&staging);
+    }
     if let Some(dir) = &args.output {
         let delivered = deliver(&built, dir);
         // Either way the scratch workspace (a copy of every image and its prepared planes) goes:
         // the results are where the person asked for them, or the run failed as a whole.
         remove_scratch(host, scratch.as_deref()).await;
+        done_with(&staging);
         delivered?;
         for (key, file) in OUTPUT_FILES {
             value[key] = json!(dir.join(file).display().to_string());
@@ -268,7 +283,14 @@ const IMPORT_MEMORY: u64 = 80 << 20;
 /// (about three times its 8-bit RGBA size). Read from the header only; a file whose header
 /// does not read counts as its size (its import will say what is wrong).
 fn import_weight(path: &Path) -> u64 {
-    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    // never opened unless a regular file (a FIFO would block the open; the import refuses it)
+    let Some(size) = std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map(|m| m.len())
+    else {
+        return 0;
+    };
     let mut head = [0u8; 2];
     let is_jpeg = std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
@@ -277,12 +299,53 @@ fn import_weight(path: &Path) -> u64 {
     if is_jpeg {
         return 2 * size;
     }
+    // a header's metadata (a PNG's compressed ICC profile, say) may inflate to gigabytes: a
+    // small allocation limit, and a header that needs more counts as its file's size
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(1 << 20);
     image::ImageReader::open(path)
         .and_then(|r| r.with_guessed_format())
         .ok()
-        .and_then(|r| r.into_dimensions().ok())
+        .and_then(|mut r| {
+            r.limits(limits);
+            r.into_dimensions().ok()
+        })
         .map_or(size, |(w, h)| u64::from(w) * u64::from(h) * 4 * 3)
         .max(size)
+}
+
+/// The start of the name of the folder a run stages its images in, in lmcp's workspace folder
+/// (its process id and a random part follow).
+const RUN_STAGING: &str = ".pdf-";
+
+/// The file in a run's staging folder naming its scratch workspace.
+const SCRATCH_NOTE: &str = ".scratch-workspace";
+
+/// Removes what runs killed before they could clean up left: their staging folders and the
+/// scratch workspaces those name (through the gate).
+async fn sweep_killed_runs(host: &Arc<Host>) {
+    let Ok(entries) = std::fs::read_dir(host.paths().workspace_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(RUN_STAGING)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_none_or(process_alive) {
+            continue;
+        }
+        if let Ok(id) = std::fs::read_to_string(entry.path().join(SCRATCH_NOTE)) {
+            let id = id.trim();
+            if uuid::Uuid::parse_str(id).is_ok() {
+                // through the gate; a workspace already gone is fine
+                let args = json!({"workspace_id": id});
+                let _ = gated(host, "workspace_delete", args, true, false).await;
+            }
+        }
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
 }
 
 /// Stages, imports and builds; `scratch` gets the workspace id as soon as there is one.
@@ -308,6 +371,8 @@ async fn build(
     .into_result()?;
     let id = ws["workspace_id"].as_str().unwrap_or("").to_string();
     *scratch = Some(id.clone());
+    // so a run killed from here on (SIGKILL, SIGTERM) is cleaned up by the next one
+    std::fs::write(staging.join(SCRATCH_NOTE), &id).map_err(|e| Error::io(&staging, e))?;
     // Stage each file: a hard link where the file system allows (no copy), else a copy.
     let mut staged = Vec::new();
     for (n, image) in args.images.iter().enumerate() {
@@ -325,6 +390,13 @@ async fn build(
         // A symlink named on the command line is the person's way of naming its target: the
         // target is staged (a link to the link was refused as leading outside the roots).
         let source = std::fs::canonicalize(image).map_err(unreadable)?;
+        // a FIFO or device would block or never end: only regular files are images
+        if !std::fs::metadata(&source).is_ok_and(|m| m.is_file()) {
+            return Err(Error::Usage(format!(
+                "{} is not a regular file; name image files",
+                image.display()
+            )));
+        }
         if std::fs::hard_link(&source, &to).is_err() {
             std::fs::copy(&source, &to).map_err(unreadable)?;
         }
@@ -376,6 +448,10 @@ async fn build(
         in_flight -= weight;
         let imported = match imported {
             Ok(v) => v,
+            Err(e @ Error::Cancelled) => {
+                while running.join_next().await.is_some() {}
+                return Err(e);
+            }
             Err(e) => {
                 // The imports still running finish before the scratch workspace is removed
                 // (one writing into it meanwhile left a half-deleted workspace behind).
@@ -402,11 +478,11 @@ async fn build(
         ids[i] = imported["asset_id"].clone();
         done += 1;
         if show {
-            eprint!("\r\x1b[2Kimported {done} of {total}");
+            errw!("\r\x1b[2Kimported {done} of {total}");
         }
     }
     if show {
-        eprint!("\r\x1b[2K");
+        errw!("\r\x1b[2K");
     }
     let request =
         json!({"workspace_id": id, "source_asset_ids": ids, "title": args.title, "preset": preset});

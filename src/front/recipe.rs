@@ -254,7 +254,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             match outcome.into_result() {
                 Ok(v) => emit(json, &v, || format!("deleted \"{name}\"")),
                 Err(e) if json => emit(true, &json!({"error": e.to_json()}), String::new),
-                Err(e) => eprintln!("error: {}", super::door::shown(&e.to_string())),
+                Err(e) => errln!("error: {}", super::door::shown(&e.to_string())),
             }
             Ok(code)
         }

@@ -304,7 +304,7 @@ fn watch_ctrl_c(
                 tokio::time::sleep(crate::script::WATCHDOG_GRACE).await;
                 let running = watched.lock().unwrap_or_else(|p| p.into_inner());
                 if running.busy && running.line == line {
-                    eprintln!(
+                    errln!(
                         "lmcp: a Lua chunk did not stop within {}s of Ctrl-C; ending the REPL",
                         crate::script::WATCHDOG_GRACE.as_secs()
                     );
@@ -430,7 +430,7 @@ impl Session {
                         suggestions: self.host.registry().closest(&name),
                         name,
                     };
-                    eprintln!("{e}");
+                    errln!("{e}");
                 }
             },
             Meta::Confirm(None) => println!("confirmation: {}", mode_name(self.mode)),
@@ -439,7 +439,7 @@ impl Session {
                 println!("confirmation: {}", mode_name(m));
             }
             Meta::Quit => return false,
-            Meta::Bad(msg) => eprintln!("{msg}"),
+            Meta::Bad(msg) => errln!("{msg}"),
         }
         true
     }
@@ -542,7 +542,7 @@ pub fn run_blocking(
                             println!("{l}");
                         }
                     }
-                    Err(e) => eprintln!("error: {e}"),
+                    Err(e) => errln!("error: {e}"),
                 }
             }
             Err(ReadlineError::Interrupted) => {

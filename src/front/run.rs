@@ -78,7 +78,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         Err(failure) => {
             if !failure.previews.is_empty() {
                 // previews first, then the error (printed by main, escaped)
-                eprint!("{}", render(&Value::Null, &failure.previews));
+                errw!("{}", render(&Value::Null, &failure.previews));
             }
             return Err(failure.error);
         }

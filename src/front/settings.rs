@@ -224,7 +224,7 @@ pub(super) fn config_cmd(host: &Arc<Host>, action: ConfigCommand, json: bool) ->
                 return Ok(0);
             };
             if !json {
-                eprintln!("{}", crate::text::escape_controls(&p));
+                errln!("{}", crate::text::escape_controls(&p));
             }
             let go = yes
                 || (std::io::IsTerminal::is_terminal(&std::io::stdin())
@@ -232,7 +232,7 @@ pub(super) fn config_cmd(host: &Arc<Host>, action: ConfigCommand, json: bool) ->
                     && ask("Set it aside and start from the default settings?")?);
             if !go {
                 if !json {
-                    eprintln!("nothing was changed (pass --yes to repair)");
+                    errln!("nothing was changed (pass --yes to repair)");
                 }
                 return Ok(3);
             }

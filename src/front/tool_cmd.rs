@@ -221,14 +221,14 @@ pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result
     if std::io::stderr().is_terminal() && !json {
         ctx = ctx.with_progress(Arc::new(|p| {
             let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-            eprint!(
+            errw!(
                 "\r\x1b[2K[{}{}] {}",
                 p.done,
                 total,
                 crate::text::escape_controls(&p.message)
             );
             if p.total == Some(p.done) {
-                eprintln!();
+                errln!();
             }
         }));
     }

@@ -225,6 +225,12 @@ impl CallContext {
         self.confirm
     }
 
+    /// Whether the call's deadline has passed: blocking work (which no `select!` can stop)
+    /// asks this and the cancellation token now and then.
+    pub fn timed_out(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
     /// The cancellation token; tools doing long work should watch it.
     pub fn cancel_token(&self) -> &CancellationToken {
         &self.cancel

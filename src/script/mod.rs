@@ -145,7 +145,7 @@ pub async fn run(
         why = watchdog(deadline, cancel) => {
             // The hook could not stop it (a `__close` or finalizer looping where Lua runs no
             // hooks): nothing else can, so the process ends rather than spin forever.
-            eprintln!(
+            errln!(
                 "lmcp: a Lua run did not stop within {}s of its {why}; ending the process",
                 WATCHDOG_GRACE.as_secs()
             );

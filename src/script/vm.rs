@@ -264,7 +264,7 @@ impl RunState {
         match self.output {
             Output::Terminal => {
                 self.count_printed(level.len() + message.len() + 3)?;
-                eprintln!("{level}: {message}");
+                errln!("{level}: {message}");
             }
             Output::Capture => self.capture(&format!("[{level}] {message}\n")),
         }

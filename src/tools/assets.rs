@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::gate::CallContext;
 use crate::host::Host;
 use crate::registry::{Annotations, Effect, Handler, Requirements, ToolSpec, handler};
 use crate::store::{self, FileLock};
@@ -98,8 +99,25 @@ pub fn asset(host: &Host, id: &str, asset_id: u64) -> Result<(Asset, PathBuf)> {
     Ok((a, path))
 }
 
+/// Finishes deletes a kill cut short: folders renamed aside (`.deleting-*`) are already gone
+/// as workspaces; what is left of them is removed.
+fn sweep_deleted(host: &Host) {
+    let Ok(entries) = std::fs::read_dir(root(host)) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(DELETING) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// The start of the name a workspace being deleted is renamed to.
+const DELETING: &str = ".deleting-";
+
 /// Creates a workspace.
 pub fn create(host: &Host, name: &str) -> Result<Workspace> {
+    sweep_deleted(host);
     let id = uuid::Uuid::new_v4().hyphenated().to_string();
     let ws = Workspace {
         workspace_id: id.clone(),
@@ -116,8 +134,9 @@ pub fn create(host: &Host, name: &str) -> Result<Workspace> {
 /// Deletes a workspace and everything in it. It is renamed aside first, so a delete cut short
 /// leaves no half-workspace that still looks valid.
 pub fn delete(host: &Host, id: &str) -> Result<()> {
+    sweep_deleted(host);
     let dir = workspace_dir(host, id)?;
-    let aside = root(host).join(format!(".deleting-{}", uuid::Uuid::new_v4().simple()));
+    let aside = root(host).join(format!("{DELETING}{}", uuid::Uuid::new_v4().simple()));
     std::fs::rename(&dir, &aside).map_err(|e| Error::io(&dir, e))?;
     std::fs::remove_dir_all(&aside).map_err(|e| Error::io(&aside, e))
 }
@@ -164,7 +183,7 @@ fn media_type(format: image::ImageFormat) -> Option<(&'static str, &'static str)
 }
 
 /// Imports an image file (inside the allowed roots) into a workspace.
-pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
+pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<Asset> {
     // taken first, so a failure anywhere below gives the place up (see `ImportOrder`)
     let turn = host.import_order().turn(id, path);
     let dir = workspace_dir(host, id)?;
@@ -185,7 +204,9 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
     // It must decode: a truncated or damaged file is refused now, not when a PDF is built. The
     // same decode makes what a build needs (thumbnail, compressed planes), so builds copy bytes.
     let budget = prepare::ImageBudget::from_limits(&host.config().limits);
-    let analysis = prepare::analyse(&bytes, &sha256, budget).map_err(|e| {
+    // the longest work: ended early when the call is cancelled or runs out of time
+    let stop = || ctx.cancel_token().is_cancelled() || ctx.timed_out();
+    let analysis = prepare::analyse(&bytes, &sha256, budget, &stop).map_err(|e| {
         Error::Refused(format!(
             "{} does not decode as an image: {e}",
             source.display()
@@ -202,6 +223,21 @@ pub fn import(host: &Host, id: &str, path: &str) -> Result<Asset> {
             .map(|(suffix, parts)| (suffix.to_string(), parts)),
     );
     let mut staged = Vec::new();
+    // A cancelled import writes nothing; nor does one whose workspace went meanwhile (its
+    // folders are not made again: a half-deleted workspace was left behind that way).
+    if stop() {
+        return Err(Error::Cancelled);
+    }
+    match std::fs::create_dir(&assets_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => {
+            return Err(Error::Refused(format!(
+                "workspace `{id}` was deleted while {} was being imported",
+                source.display()
+            )));
+        }
+    }
     let committed = (|| -> Result<Asset> {
         for (suffix, parts) in &files {
             staged.push((store::write_temp(&assets_dir, parts)?, suffix.clone()));
@@ -301,8 +337,8 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             .requires(Requirements { terminal: false, local_files: true })
             .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}, "imported": {"type": "string", "description": "When it was imported (RFC 3339)"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256", "imported"]})),
             handler(|inv| async move {
-                let (host, args) = (inv.host, inv.args);
-                let a = tokio::task::spawn_blocking(move || import(&host, args["workspace_id"].as_str().unwrap_or(""), args["path"].as_str().unwrap_or("")))
+                let (host, args, ctx) = (inv.host, inv.args, inv.ctx);
+                let a = tokio::task::spawn_blocking(move || import(&host, args["workspace_id"].as_str().unwrap_or(""), args["path"].as_str().unwrap_or(""), &ctx))
                     .await
                     .map_err(|e| Error::tool("asset_import", e.to_string()))??;
                 Ok(asset_json(&a))

@@ -313,6 +313,12 @@ impl<'a> Bits<'a> {
         i
     }
 
+    /// Whole bytes of data left between the last block decoded and the marker at `marker`:
+    /// those read ahead and unused, and those never read.
+    fn left_over(&self, marker: usize) -> usize {
+        (self.n.saturating_sub(self.made_up) / 8) as usize + marker.saturating_sub(self.pos)
+    }
+
     /// Starts again after the data at `pos`.
     fn restart_at(&mut self, pos: usize) {
         *self = Bits::new(self.data, pos);
@@ -329,6 +335,9 @@ struct Component {
     nonzero: Vec<u64>,
     /// Whether a scan has carried its DC coefficients.
     dc_seen: bool,
+    /// Per coefficient (zigzag order), the bit position its last scan brought it to, or -1
+    /// before its first: each scan must move on (T.81 G.1.1.1.1), so none can be repeated.
+    sent: [i8; 64],
 }
 
 /// The frame being checked.
@@ -350,6 +359,7 @@ impl Frame {
                     Vec::new()
                 },
                 dc_seen: false,
+                sent: [-1; 64],
                 spec,
             })
             .collect();
@@ -366,6 +376,12 @@ fn bad_code() -> String {
 /// The caller has checked the frame's size against the image budget: memory is 2 bytes per
 /// block (10 for progressive frames).
 pub fn check(bytes: &[u8]) -> Res<Checked> {
+    check_until(bytes, &|| false)
+}
+
+/// [`check`], giving up (with an error) once `stop` says so: it is asked every few thousand
+/// blocks, so a cancelled or timed-out import ends promptly.
+pub fn check_until(bytes: &[u8], stop: &(dyn Fn() -> bool + Sync)) -> Res<Checked> {
     if !bytes.starts_with(&[0xFF, 0xD8]) {
         return fail("not a JPEG file (no start-of-image marker)");
     }
@@ -378,6 +394,7 @@ pub fn check(bytes: &[u8]) -> Res<Checked> {
     let mut adobe_transform = None;
     let mut jfif = false;
     let mut scans = 0;
+    let mut work = 0usize;
     let mut pos = 2;
     loop {
         let marker;
@@ -469,12 +486,23 @@ pub fn check(bytes: &[u8]) -> Res<Checked> {
                         }
                         c.dc_seen = true;
                     }
+                    progress(c, &scan)?;
+                }
+                // a picture needs a few passes over its blocks; thousands of scans of nothing
+                // but end-of-block runs cost minutes (a "scan bomb")
+                work += scan_blocks(f, &scan);
+                if work > MAX_PASSES * total_blocks(f) {
+                    return fail(format!(
+                        "the JPEG has more scans than any picture needs ({} so far); refused \
+                         as a likely decompression bomb",
+                        scans + 1
+                    ));
                 }
                 let tables = Tables {
                     dc: &dc_tables,
                     ac: &ac_tables,
                 };
-                pos = decode_scan(f, &scan, &tables, bytes, end, restart_interval)?;
+                pos = decode_scan(f, &scan, &tables, bytes, end, restart_interval, stop)?;
                 scans += 1;
                 continue;
             }
@@ -512,6 +540,57 @@ struct ScanState {
 }
 
 /// Decodes one scan starting at `start`; returns where the marker after its data is.
+/// How many passes over all of a frame's blocks its scans may make together.
+const MAX_PASSES: usize = 64;
+
+/// The blocks that hold samples, over all components.
+fn total_blocks(f: &Frame) -> usize {
+    f.comps
+        .iter()
+        .map(|c| c.spec.real_w * c.spec.real_h)
+        .sum::<usize>()
+        .max(1)
+}
+
+/// The blocks a scan codes.
+fn scan_blocks(f: &Frame, scan: &Scan) -> usize {
+    if let [(ci, _, _)] = scan.comps[..] {
+        let c = &f.comps[ci].spec;
+        return c.real_w * c.real_h;
+    }
+    let per_unit: usize = scan
+        .comps
+        .iter()
+        .map(|&(ci, _, _)| f.comps[ci].spec.h * f.comps[ci].spec.v)
+        .sum();
+    f.geo.mcus_x * f.geo.mcus_y * per_unit
+}
+
+/// Notes what a scan sends of a component; a scan that sends nothing new is refused (T.81
+/// G.1.1.1.1: a band's first scan, then refinements one bit at a time; a sequential frame
+/// codes each component once).
+fn progress(c: &mut Component, scan: &Scan) -> Res<()> {
+    let repeated = || -> Res<()> {
+        fail(format!(
+            "a scan sends coefficients of component {} that earlier scans already sent \
+             (damaged, or a decompression bomb)",
+            c.spec.id
+        ))
+    };
+    let band = scan.ss..=scan.se;
+    let (ah, al) = (scan.ah as i8, scan.al as i8);
+    let ok = if scan.ah == 0 {
+        c.sent[band.clone()].iter().all(|s| *s < 0)
+    } else {
+        al == ah - 1 && c.sent[band.clone()].iter().all(|s| *s == ah)
+    };
+    if !ok {
+        return repeated();
+    }
+    c.sent[band].iter_mut().for_each(|s| *s = al);
+    Ok(())
+}
+
 fn decode_scan(
     f: &mut Frame,
     scan: &Scan,
@@ -519,6 +598,7 @@ fn decode_scan(
     bytes: &[u8],
     start: usize,
     restart_interval: usize,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Res<usize> {
     let mut bits = Bits::new(bytes, start);
     let mut state = ScanState {
@@ -537,8 +617,12 @@ fn decode_scan(
     let units = units_x * units_y;
     let mut restarts = 0u32;
     for unit in 0..units {
+        if unit % 4096 == 4095 && stop() {
+            return fail("stopped (cancelled or out of time)");
+        }
         if restart_interval > 0 && unit > 0 && unit % restart_interval == 0 {
             let at = bits.next_marker();
+            leftover(&bits, at)?;
             let expected = 0xD0 + (restarts % 8) as u8;
             match bytes.get(at + 1) {
                 Some(&m) if m == expected => {}
@@ -582,7 +666,24 @@ fn decode_scan(
     if at + 1 >= bytes.len() {
         return fail("the file ends inside the image data (cut short?)");
     }
+    leftover(&bits, at)?;
     Ok(at)
+}
+
+/// Most bytes of data an interval may leave unused before its marker: encoders pad the last
+/// byte with bits, and a few write a stray byte; more means the data went out of step with the
+/// blocks (damaged) or holds more than the frame declares.
+const MAX_LEFT_OVER: usize = 16;
+
+fn leftover(bits: &Bits, marker: usize) -> Res<()> {
+    let extra = bits.left_over(marker);
+    if extra > MAX_LEFT_OVER {
+        return fail(format!(
+            "{extra} bytes of image data are left over after the last block: the data is \
+             damaged or does not match the frame"
+        ));
+    }
+    Ok(())
 }
 
 fn stopped(unit: usize, units: usize) -> String {
@@ -946,6 +1047,32 @@ mod tests {
                 assert!(e.contains("cut short"), "{name} at {cut}: {e}");
             }
         }
+    }
+
+    /// A scan that sends what earlier scans sent (thousands of them made a minutes-long "scan
+    /// bomb"), and data going on past the frame's last block, are refused.
+    #[test]
+    fn repeated_scans_and_left_over_data_are_refused() {
+        let bytes = fixture("progressive-restart.jpg");
+        let eoi = bytes.len() - 2;
+        let last_sos = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]).unwrap();
+        let mut twice = bytes[..eoi].to_vec();
+        twice.extend_from_slice(&bytes[last_sos..eoi]);
+        twice.extend_from_slice(&[0xFF, 0xD9]);
+        let e = check(&twice).err().unwrap();
+        assert!(e.contains("already sent"), "{e}");
+        let baseline = fixture("baseline-444.jpg");
+        let mut longer = baseline[..baseline.len() - 2].to_vec();
+        longer.extend(std::iter::repeat_n(0x55, 100));
+        longer.extend_from_slice(&[0xFF, 0xD9]);
+        let e = check(&longer).err().unwrap();
+        assert!(e.contains("left over"), "{e}");
+        // a cancelled check stops (a 333×217 picture has under 4,096 units: a larger one)
+        let img = image::RgbImage::from_fn(1024, 1024, |x, y| image::Rgb([x as u8, y as u8, 7]));
+        let mut big = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut big, image::ImageFormat::Jpeg).unwrap();
+        let e = check_until(big.get_ref(), &|| true).err().unwrap();
+        assert!(e.contains("stopped"), "{e}");
     }
 
     #[test]

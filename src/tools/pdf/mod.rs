@@ -238,10 +238,15 @@ fn plan(assets_dir: &Path, asset: &assets::Asset) -> Result<Option<Page>> {
 }
 
 /// Makes the prepared planes and thumbnail of an asset again from its file.
-fn remake(assets_dir: &Path, asset: &assets::Asset, budget: prepare::ImageBudget) -> Result<()> {
+fn remake(
+    assets_dir: &Path,
+    asset: &assets::Asset,
+    budget: prepare::ImageBudget,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<()> {
     let path = assets_dir.join(&asset.file);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let analysis = prepare::analyse(&bytes, &asset.sha256, budget).map_err(|e| {
+    let analysis = prepare::analyse(&bytes, &asset.sha256, budget, stop).map_err(|e| {
         Error::tool(
             "build_image_pdf",
             format!("asset {} does not decode: {e}", asset.asset_id),
@@ -286,7 +291,8 @@ fn plan_pages(
                             Some(missing.len() as u64),
                             format!("preparing page {} of {}", i + 1, sources.len()),
                         );
-                        if let Err(e) = remake(assets_dir, &sources[i], budget) {
+                        let stop = || ctx.cancel_token().is_cancelled() || ctx.timed_out();
+                        if let Err(e) = remake(assets_dir, &sources[i], budget, &stop) {
                             let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
                             f.get_or_insert(e);
                         }
@@ -582,6 +588,16 @@ fn write_image<W: Write>(
                 info.inverted_cmyk(),
             );
             let data = Mapped::open(path, 0, *len)?;
+            // embedded byte for byte, so it must be the very file imported: a file changed
+            // behind lmcp's back (same size, other bytes) is refused, not embedded
+            let sha = format!("{:x}", sha2::Sha256::digest(data.bytes()));
+            if sha != page.asset.sha256 {
+                return Err(std::io::Error::other(format!(
+                    "asset {} changed since it was imported (its SHA-256 differs); import the \
+                     image again",
+                    page.asset.asset_id
+                )));
+            }
             w.stream(id, d, *len, |out| data.write_to(out))
         }
         Image::Prepared(on_disk) if on_disk.header.dct.is_some() => {

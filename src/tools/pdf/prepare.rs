@@ -163,11 +163,13 @@ impl ImageBudget {
     }
 }
 
-/// Decodes an image file whole, within `budget`; the error says why it does not decode.
+/// Decodes an image file whole, within `budget`; the error says why it does not decode. `stop`
+/// is asked now and then during the longest work (a JPEG's check) and ends it when it says so.
 pub fn analyse(
     bytes: &[u8],
     source_sha256: &str,
     budget: ImageBudget,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> std::result::Result<Analysis, String> {
     use image::ImageDecoder;
     // A JPEG's header, read once for every JPEG path below.
@@ -190,7 +192,7 @@ pub fn analyse(
         // marker appended is refused) and a thumbnail made: from the blocks' DC picture (1/8
         // scale, no pixel decoded), or for a small image whose DC picture is smaller than a
         // thumbnail, from a decode at the scale one needs.
-        let checked = super::huffman_jpeg::check(bytes)?;
+        let checked = super::huffman_jpeg::check_until(bytes, stop)?;
         let dc = &checked.dc_image;
         let source = if dc.width().max(dc.height()) >= THUMB_EDGE {
             checked.dc_image
@@ -259,6 +261,10 @@ pub fn analyse(
             prepared: Some(prepared),
         });
     }
+    // A PNG's ICC profile is never used (pages are DeviceRGB) and its compressed chunk can
+    // inflate to gigabytes whatever the picture's size: it is left out before decoding.
+    let stripped = without_png_iccp(bytes);
+    let bytes = stripped.as_deref().unwrap_or(bytes);
     let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| e.to_string())?;
@@ -279,6 +285,38 @@ pub fn analyse(
         thumbnail,
         prepared: Some(planes(img, orientation, source_sha256)),
     })
+}
+
+/// A PNG's bytes without its `iCCP` chunks, when it has any; `None` for anything else.
+fn without_png_iccp(bytes: &[u8]) -> Option<Vec<u8>> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    if !bytes.starts_with(SIGNATURE) {
+        return None;
+    }
+    let mut chunks = Vec::new();
+    let mut at = SIGNATURE.len();
+    while at + 12 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().ok()?) as usize;
+        let end = at.checked_add(12)?.checked_add(len)?.min(bytes.len());
+        let last = &bytes[at + 4..at + 8] == b"IEND";
+        chunks.push((&bytes[at + 4..at + 8], at..end));
+        at = end;
+        if last {
+            break;
+        }
+    }
+    if !chunks.iter().any(|(kind, _)| *kind == b"iCCP") {
+        return None;
+    }
+    let mut out = SIGNATURE.to_vec();
+    for (kind, range) in chunks {
+        if kind != b"iCCP" {
+            out.extend_from_slice(&bytes[range]);
+        }
+    }
+    // anything after the chunks walked (damage) is kept for the decoder to judge
+    out.extend_from_slice(&bytes[at.min(bytes.len())..]);
+    Some(out)
 }
 
 /// A decoded JPEG: an image (CMYK turned to RGB) and, for CMYK, the samples as they are.
@@ -673,11 +711,17 @@ mod tests {
     #[test]
     fn an_opaque_rgba_image_gets_no_mask_and_a_translucent_one_does() {
         let opaque = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 255]));
-        let a = analyse(&png(opaque.into()), "x", ImageBudget::default()).unwrap();
+        let a = analyse(&png(opaque.into()), "x", ImageBudget::default(), &|| false).unwrap();
         let p = a.prepared.unwrap();
         assert_eq!((p.header.color.colors, p.header.mask), (3, None));
         let see_through = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 9]));
-        let a = analyse(&png(see_through.into()), "x", ImageBudget::default()).unwrap();
+        let a = analyse(
+            &png(see_through.into()),
+            "x",
+            ImageBudget::default(),
+            &|| false,
+        )
+        .unwrap();
         let p = a.prepared.unwrap();
         let mask = p.header.mask.unwrap();
         assert_eq!((mask.colors, mask.bits), (1, 8));
@@ -696,6 +740,7 @@ mod tests {
             &png(image::DynamicImage::ImageRgba16(img)),
             "x",
             ImageBudget::default(),
+            &|| false,
         )
         .unwrap()
         .prepared
@@ -708,7 +753,7 @@ mod tests {
     fn stored_planes_load_back_and_stale_or_cut_ones_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let img = image::RgbImage::from_pixel(6, 6, image::Rgb([9, 8, 7]));
-        let a = analyse(&png(img.into()), "abc", ImageBudget::default()).unwrap();
+        let a = analyse(&png(img.into()), "abc", ImageBudget::default(), &|| false).unwrap();
         assert_eq!(thumb_media_type(&a.thumbnail), "image/jpeg");
         store(dir.path(), 3, &a).unwrap();
         let on_disk = load(dir.path(), 3, "abc").unwrap();
@@ -737,7 +782,7 @@ mod tests {
 
     #[test]
     fn a_jpeg_gets_a_small_upright_thumbnail_and_no_planes() {
-        let a = analyse(&jpeg(960, 640), "x", ImageBudget::default()).unwrap();
+        let a = analyse(&jpeg(960, 640), "x", ImageBudget::default(), &|| false).unwrap();
         assert!(a.prepared.is_none(), "embedded as it is");
         assert_eq!((a.width, a.height), (960, 640));
         let t = image::load_from_memory(&a.thumbnail).unwrap();
@@ -747,16 +792,21 @@ mod tests {
     #[test]
     fn a_cut_or_damaged_jpeg_is_refused() {
         let whole = jpeg(300, 200);
-        let e = analyse(&whole[..whole.len() / 2], "x", ImageBudget::default())
-            .err()
-            .unwrap();
+        let e = analyse(
+            &whole[..whole.len() / 2],
+            "x",
+            ImageBudget::default(),
+            &|| false,
+        )
+        .err()
+        .unwrap();
         assert!(e.contains("cut short"), "{e}");
         let mut damaged = whole.clone();
         let mid = damaged.len() / 2;
         for b in &mut damaged[mid..mid + 400] {
             *b ^= 0x5a;
         }
-        assert!(analyse(&damaged, "x", ImageBudget::default()).is_err());
+        assert!(analyse(&damaged, "x", ImageBudget::default(), &|| false).is_err());
     }
 
     #[test]
@@ -766,7 +816,7 @@ mod tests {
             "/tests/fixtures/cmyk-adobe.jpg"
         ))
         .unwrap();
-        let a = analyse(&bytes, "x", ImageBudget::default()).unwrap();
+        let a = analyse(&bytes, "x", ImageBudget::default(), &|| false).unwrap();
         let t = image::load_from_memory(&a.thumbnail).unwrap().to_rgb8();
         let red = t.get_pixel(t.width() / 4, t.height() / 4);
         assert!(red[0] > 200 && red[1] < 60 && red[2] < 60, "{red:?}");
@@ -801,11 +851,37 @@ mod tests {
         assert_eq!(t.get_pixel(50, 50).0, [255, 0, 0]);
     }
 
+    /// An ICC profile that inflates to gigabytes is never inflated: the chunk is left out.
+    #[test]
+    fn a_png_icc_profile_is_left_out_before_decoding() {
+        let plain = png(image::RgbImage::from_pixel(10, 10, image::Rgb([1, 2, 3])).into());
+        assert!(without_png_iccp(&plain).is_none());
+        // a 1 GB profile of zeros, deflated (about 1 MB)
+        let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::best());
+        let zeros = vec![0u8; 64 << 20];
+        let mut z = vec![0u8; c.zlib_compress_bound(zeros.len())];
+        let n = c.zlib_compress(&zeros, &mut z).unwrap();
+        let mut data = b"icc\0\0".to_vec();
+        data.extend_from_slice(&z[..n]);
+        let mut chunk = (data.len() as u32).to_be_bytes().to_vec();
+        chunk.extend_from_slice(b"iCCP");
+        chunk.extend_from_slice(&data);
+        chunk.extend_from_slice(&[0, 0, 0, 0]); // the decoder never sees it, so no CRC
+        let ihdr_end = 8 + 12 + 13;
+        let mut bomb = plain[..ihdr_end].to_vec();
+        bomb.extend_from_slice(&chunk);
+        bomb.extend_from_slice(&plain[ihdr_end..]);
+        let stripped = without_png_iccp(&bomb).unwrap();
+        assert_eq!(stripped, plain);
+        let a = analyse(&bomb, "x", ImageBudget::default(), &|| false).unwrap();
+        assert_eq!((a.width, a.height), (10, 10));
+    }
+
     #[test]
     fn a_damaged_file_does_not_analyse() {
         let mut bytes = png(image::RgbImage::from_pixel(40, 40, image::Rgb([1, 2, 3])).into());
         bytes.truncate(bytes.len() / 2);
-        assert!(analyse(&bytes, "x", ImageBudget::default()).is_err());
-        assert!(analyse(b"not an image", "x", ImageBudget::default()).is_err());
+        assert!(analyse(&bytes, "x", ImageBudget::default(), &|| false).is_err());
+        assert!(analyse(b"not an image", "x", ImageBudget::default(), &|| false).is_err());
     }
 }
