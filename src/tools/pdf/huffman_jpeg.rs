@@ -411,30 +411,7 @@ pub fn check_until(bytes: &[u8], stop: &(dyn Fn() -> bool + Sync)) -> Res<Checke
         }
         let (end, body) = jpeg::segment_at(bytes, pos)?;
         match marker {
-            0xC4 => {
-                let mut at = 0;
-                while at < body.len() {
-                    let class_id = body[at];
-                    let counts: &[u8; 16] = body
-                        .get(at + 1..at + 17)
-                        .and_then(|c| c.try_into().ok())
-                        .ok_or("a Huffman table segment is too short")?;
-                    let n: usize = counts.iter().map(|c| *c as usize).sum();
-                    let values = body
-                        .get(at + 17..at + 17 + n)
-                        .ok_or("a Huffman table segment is too short")?;
-                    if n > 256 || class_id & 0x0F > 3 || class_id >> 4 > 1 {
-                        return fail("a Huffman table is invalid");
-                    }
-                    let table = Some(Table::new(counts, values, class_id >> 4 == 1)?);
-                    if class_id >> 4 == 0 {
-                        dc_tables[(class_id & 0x0F) as usize] = table;
-                    } else {
-                        ac_tables[(class_id & 0x0F) as usize] = table;
-                    }
-                    at += 17 + n;
-                }
-            }
+            0xC4 => read_dht(body, &mut dc_tables, &mut ac_tables)?,
             0xDB => {
                 let mut at = 0;
                 while at < body.len() {
@@ -662,18 +639,23 @@ fn decode_scan(
             return Err(stopped(unit, units));
         }
     }
-    let at = bits.next_marker();
-    if at + 1 >= bytes.len() {
-        return fail("the file ends inside the image data (cut short?)");
-    }
-    leftover(&bits, at)?;
-    Ok(at)
+    scan_end(&bits, bytes)
 }
 
 /// Most bytes of data an interval may leave unused before its marker: encoders pad the last
 /// byte with bits, and a few write a stray byte; more means the data went out of step with the
 /// blocks (damaged) or holds more than the frame declares.
 const MAX_LEFT_OVER: usize = 16;
+
+/// Where the marker after a scan's data is, once the data is known to be used up.
+fn scan_end(bits: &Bits, bytes: &[u8]) -> Res<usize> {
+    let at = bits.next_marker();
+    if at + 1 >= bytes.len() {
+        return fail("the file ends inside the image data (cut short?)");
+    }
+    leftover(bits, at)?;
+    Ok(at)
+}
 
 fn leftover(bits: &Bits, marker: usize) -> Res<()> {
     let extra = bits.left_over(marker);
@@ -957,6 +939,201 @@ fn dc_image(frame: &Frame, quant_dc: &[u16; 4], colour: Colour) -> image::Dynami
     }
 }
 
+/// Checks a lossless Huffman JPEG (SOF3) the same way: every scan's sample differences are
+/// decoded to the count the frame declares (a cut file with an end marker appended is refused;
+/// decoders pad it). Only the entropy layer: the samples are decoded elsewhere.
+pub fn check_lossless(bytes: &[u8], stop: &(dyn Fn() -> bool + Sync)) -> Res<()> {
+    if !bytes.starts_with(&[0xFF, 0xD8]) {
+        return fail("not a JPEG file (no start-of-image marker)");
+    }
+    let mut tables: [Option<Table>; 4] = Default::default();
+    let mut restart_interval = 0usize;
+    let mut frame: Option<LosslessFrame> = None;
+    let mut scanned: Vec<u8> = Vec::new();
+    let mut pos = 2;
+    loop {
+        let marker;
+        (pos, marker) = jpeg::marker_at(bytes, pos)?;
+        match marker {
+            0xD9 => break,
+            0xD0..=0xD7 | 0x01 => {
+                pos += 2;
+                continue;
+            }
+            _ => {}
+        }
+        let (end, body) = jpeg::segment_at(bytes, pos)?;
+        match marker {
+            0xC4 => read_dht(body, &mut tables, &mut [None, None, None, None])?,
+            0xDD => restart_interval = be16(body, 0)?,
+            0xC3 => {
+                if body.len() < 6 || !(2..=16).contains(&body[0]) {
+                    return fail("the lossless frame header is invalid");
+                }
+                let (height, width, n) = (be16(body, 1)?, be16(body, 3)?, body[5] as usize);
+                if width == 0 || height == 0 || !(1..=4).contains(&n) || body.len() < 6 + 3 * n {
+                    return fail("the lossless frame header is invalid");
+                }
+                let comps: Vec<(u8, usize, usize)> = (0..n)
+                    .map(|i| {
+                        let c = &body[6 + 3 * i..9 + 3 * i];
+                        (c[0], (c[1] >> 4) as usize, (c[1] & 0x0F) as usize)
+                    })
+                    .collect();
+                if comps
+                    .iter()
+                    .any(|c| !(1..=4).contains(&c.1) || !(1..=4).contains(&c.2))
+                {
+                    return fail("a component has invalid sampling factors");
+                }
+                let hmax = comps.iter().map(|c| c.1).max().unwrap_or(1);
+                let vmax = comps.iter().map(|c| c.2).max().unwrap_or(1);
+                frame = Some(LosslessFrame {
+                    width,
+                    height,
+                    hmax,
+                    vmax,
+                    comps,
+                });
+            }
+            0xDA => {
+                let LosslessFrame {
+                    width,
+                    height,
+                    hmax,
+                    vmax,
+                    comps,
+                } = frame
+                    .as_ref()
+                    .ok_or("the image data starts before any frame header")?;
+                let n = *body.first().ok_or("the scan header is empty")? as usize;
+                if n == 0 || n > 4 || body.len() < 1 + 2 * n + 3 {
+                    return fail("the scan header is invalid");
+                }
+                // per scan component: its DC table and how many samples of it a unit holds
+                let mut parts = Vec::with_capacity(n);
+                for k in 0..n {
+                    let (id, table) = (body[1 + 2 * k], (body[2 + 2 * k] >> 4) as usize);
+                    let &(_, h, v) = comps
+                        .iter()
+                        .find(|c| c.0 == id)
+                        .ok_or("a scan names a component the frame does not have")?;
+                    if scanned.contains(&id) {
+                        return fail("a scan codes a component an earlier scan coded");
+                    }
+                    scanned.push(id);
+                    let t = tables
+                        .get(table)
+                        .and_then(Option::as_ref)
+                        .ok_or("a scan uses a Huffman table that was never defined")?;
+                    parts.push((t, if n == 1 { (1, (h, v)) } else { (h * v, (h, v)) }));
+                }
+                let units = if n == 1 {
+                    let (h, v) = parts[0].1.1;
+                    (width * h).div_ceil(*hmax) * (height * v).div_ceil(*vmax)
+                } else {
+                    width.div_ceil(*hmax) * height.div_ceil(*vmax)
+                };
+                let samples: Vec<(&Table, usize)> =
+                    parts.iter().map(|(t, (count, _))| (*t, *count)).collect();
+                pos = walk_lossless(bytes, end, &samples, units, restart_interval, stop)?;
+                continue;
+            }
+            _ => {}
+        }
+        pos = end;
+    }
+    let comps = frame.ok_or("the JPEG has no frame header")?.comps;
+    if let Some(c) = comps.iter().find(|c| !scanned.contains(&c.0)) {
+        return fail(format!(
+            "component {} of the JPEG has no image data (damaged?)",
+            c.0
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a DHT segment's tables into the DC and AC slots they name.
+fn read_dht(body: &[u8], dc: &mut [Option<Table>; 4], ac: &mut [Option<Table>; 4]) -> Res<()> {
+    let mut at = 0;
+    while at < body.len() {
+        let class_id = body[at];
+        let counts: &[u8; 16] = body
+            .get(at + 1..at + 17)
+            .and_then(|c| c.try_into().ok())
+            .ok_or("a Huffman table segment is too short")?;
+        let n: usize = counts.iter().map(|c| *c as usize).sum();
+        let values = body
+            .get(at + 17..at + 17 + n)
+            .ok_or("a Huffman table segment is too short")?;
+        if n > 256 || class_id & 0x0F > 3 || class_id >> 4 > 1 {
+            return fail("a Huffman table is invalid");
+        }
+        let is_ac = class_id >> 4 == 1;
+        let slots = if is_ac { &mut *ac } else { &mut *dc };
+        slots[(class_id & 0x0F) as usize] = Some(Table::new(counts, values, is_ac)?);
+        at += 17 + n;
+    }
+    Ok(())
+}
+
+/// A lossless frame header: pixel size, the largest sampling factors, and each component's
+/// id and sampling factors.
+struct LosslessFrame {
+    width: usize,
+    height: usize,
+    hmax: usize,
+    vmax: usize,
+    comps: Vec<(u8, usize, usize)>,
+}
+
+/// Decodes one lossless scan's differences: `units` units of `samples` (table, count) each.
+fn walk_lossless(
+    bytes: &[u8],
+    start: usize,
+    samples: &[(&Table, usize)],
+    units: usize,
+    restart_interval: usize,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Res<usize> {
+    let mut bits = Bits::new(bytes, start);
+    let mut restarts = 0u32;
+    for unit in 0..units {
+        if unit % 65536 == 65535 && stop() {
+            return fail("stopped (cancelled or out of time)");
+        }
+        if restart_interval > 0 && unit > 0 && unit % restart_interval == 0 {
+            let at = bits.next_marker();
+            leftover(&bits, at)?;
+            match bytes.get(at + 1) {
+                Some(&m) if m == 0xD0 + (restarts % 8) as u8 => {}
+                Some(0xD0..=0xD7) => {
+                    return fail("a restart marker is out of order: image data is missing");
+                }
+                _ => return Err(stopped(unit, units)),
+            }
+            restarts += 1;
+            bits.restart_at(at + 2);
+        }
+        for &(table, count) in samples {
+            for _ in 0..count {
+                bits.ensure(32);
+                let s = u32::from(bits.symbol(table)?);
+                if s > 16 {
+                    return fail("a sample difference is out of range (damaged?)");
+                }
+                if s < 16 {
+                    bits.skip(s);
+                }
+            }
+        }
+        if bits.ran_out() {
+            return Err(stopped(unit, units));
+        }
+    }
+    scan_end(&bits, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1073,6 +1250,21 @@ mod tests {
         img.write_to(&mut big, image::ImageFormat::Jpeg).unwrap();
         let e = check_until(big.get_ref(), &|| true).err().unwrap();
         assert!(e.contains("stopped"), "{e}");
+    }
+
+    /// Lossless files are walked to their last sample too: whole ones pass, cut ones do not.
+    #[test]
+    fn lossless_files_are_checked_to_their_last_sample() {
+        for name in ["lossless-rgb.jpg", "lossless-12bit-gray.jpg"] {
+            let whole = fixture(name);
+            check_lossless(&whole, &|| false).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut half = whole[..whole.len() / 2].to_vec();
+            half.extend_from_slice(&[0xFF, 0xD9]);
+            let e = check_lossless(&half, &|| false)
+                .err()
+                .unwrap_or_else(|| panic!("{name}"));
+            assert!(e.contains("cut short"), "{name}: {e}");
+        }
     }
 
     #[test]

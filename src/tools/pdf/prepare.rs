@@ -244,7 +244,11 @@ pub fn analyse(
         });
     }
     if bytes.starts_with(&[0xFF, 0xD8]) {
-        // A JPEG a PDF cannot show as it is (lossless, say): decoded and stored losslessly.
+        // A JPEG a PDF cannot show as it is (lossless, say): decoded and stored losslessly,
+        // after a check that its data is whole (the decoder pads a cut file).
+        if header.is_some_and(|i| i.frame == 3) {
+            super::huffman_jpeg::check_lossless(bytes, stop)?;
+        }
         let decoded = decode_jpeg(bytes, header.map_or(8, |i| i.precision), false)?;
         let orientation = header.map_or(1, |i| i.orientation);
         let (w, h) = (decoded.image.width(), decoded.image.height());
