@@ -66,6 +66,7 @@ pub fn read_info(bytes: &[u8]) -> Result<JpegInfo, JpegError> {
     let mut i = 2;
     let mut adobe_transform = None;
     let mut orientation = 1u8;
+    let mut exif_seen = false;
     loop {
         // Skip fill bytes before a marker.
         while i < bytes.len() && bytes[i] == 0xFF && bytes.get(i + 1) == Some(&0xFF) {
@@ -103,7 +104,10 @@ pub fn read_info(bytes: &[u8]) -> Result<JpegInfo, JpegError> {
                     orientation,
                 });
             }
-            0xE1 if seg.starts_with(b"Exif\0\0") => {
+            // the first EXIF segment counts, as in libexif and Pillow (a second one is usually
+            // an editor's leftover)
+            0xE1 if seg.starts_with(b"Exif\0\0") && !exif_seen => {
+                exif_seen = true;
                 orientation = exif_orientation(&seg[6..]).unwrap_or(1);
             }
             0xEE if seg.starts_with(b"Adobe") && seg.len() >= 12 => {
@@ -151,7 +155,11 @@ pub fn exif_orientation(tiff: &[u8]) -> Option<u8> {
     for n in 0..count.min(500) {
         let entry = ifd + 2 + n * 12;
         if u16_at(entry)? == 0x0112 {
-            let value = u16_at(entry + 8)?;
+            // SHORT as the standard says; some writers store a LONG
+            let value = match u16_at(entry + 2)? {
+                4 => u32_at(entry + 8)?,
+                _ => u32::from(u16_at(entry + 8)?),
+            };
             return Some(if (1..=8).contains(&value) {
                 value as u8
             } else {
@@ -464,6 +472,41 @@ mod tests {
                 1
             );
         }
+    }
+
+    /// An orientation stored as a LONG is read; of two EXIF segments the first counts.
+    #[test]
+    fn a_long_orientation_is_read_and_the_first_exif_segment_counts() {
+        let base = jpeg(8, 8);
+        for le in [true, false] {
+            let mut seg = exif_segment(6, le);
+            // type SHORT (3) at entry + 2 → LONG (4), the value as 4 bytes
+            let entry = 4 + 6 + 8 + 2;
+            seg[entry + 2..entry + 4].copy_from_slice(&if le {
+                4u16.to_le_bytes()
+            } else {
+                4u16.to_be_bytes()
+            });
+            seg[entry + 8..entry + 12].copy_from_slice(&if le {
+                6u32.to_le_bytes()
+            } else {
+                6u32.to_be_bytes()
+            });
+            assert_eq!(
+                read_info(&with_segment(&base, &seg)).unwrap().orientation,
+                6,
+                "le {le}"
+            );
+        }
+        let both = with_segment(
+            &with_segment(&base, &exif_segment(8, true)),
+            &exif_segment(3, true),
+        );
+        assert_eq!(
+            read_info(&both).unwrap().orientation,
+            3,
+            "the first segment in the file"
+        );
     }
 
     #[test]
