@@ -1162,6 +1162,18 @@ fn lmcp_pdf(home: &Path, title: &str, images: &[&PathBuf], out: &Path) -> std::p
     common::lmcp(home, &args)
 }
 
+/// [`lmcp_pdf`] that must succeed and write the document.
+fn lmcp_pdf_ok(home: &Path, title: &str, images: &[&PathBuf], out: &Path) {
+    let o = lmcp_pdf(home, title, images, out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.join("document.pdf").is_file());
+}
+
 /// A title of the longest length a document takes (200 characters) builds from the command
 /// line too (its scratch workspace name, "pdf: " + the title, was too long).
 #[test]
@@ -1174,14 +1186,7 @@ fn the_longest_title_builds() {
         .unwrap();
     let title = "T".repeat(200);
     let out_dir = h.join("out");
-    let out = lmcp_pdf(h, &title, &[&image], &out_dir);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out_dir.join("document.pdf").is_file());
+    lmcp_pdf_ok(h, &title, &[&image], &out_dir);
 }
 
 /// A bad or missing file among good ones: `lmcp pdf` exits 2 for both, names the file as it
@@ -1233,14 +1238,7 @@ fn a_symlinked_image_is_followed() {
     let link = h.join("link.png");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let out_dir = h.join("out");
-    let out = lmcp_pdf(h, "t", &[&link], &out_dir);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out_dir.join("document.pdf").is_file());
+    lmcp_pdf_ok(h, "t", &[&link], &out_dir);
 }
 
 /// A JPEG cut in half with an end-of-image marker appended (most decoders show it, half grey)
@@ -1389,13 +1387,7 @@ fn lmcp_pdf_asset_ids_follow_the_given_order() {
         files.push(p);
     }
     let out_dir = h.join("out");
-    let out = lmcp_pdf(h, "t", &files.iter().collect::<Vec<_>>(), &out_dir);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    lmcp_pdf_ok(h, "t", &files.iter().collect::<Vec<_>>(), &out_dir);
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(out_dir.join("manifest.json")).unwrap()).unwrap();
     let ids: Vec<u64> = manifest["pages"]
