@@ -20,6 +20,15 @@ use crate::registry::{Availability, Profile, Registry, Tool, Transport};
 use crate::store::{self, Paths};
 use crate::tools;
 
+/// The built-in tools and the libraries' authoring tools, registered: what every host starts
+/// with. It touches no files, so it can be made while something else happens.
+pub fn builtin_registry() -> Result<Registry> {
+    let registry = Registry::new();
+    tools::register_builtins(&registry)?;
+    crate::library::register_tools(&registry)?;
+    Ok(registry)
+}
+
 /// Settings for [`Host::open_with`].
 #[derive(Debug, Clone, Default)]
 pub struct HostOptions {
@@ -92,6 +101,16 @@ impl Host {
 
     /// Opens the host with options.
     pub fn open_with(paths: Paths, options: HostOptions) -> Result<Arc<Host>> {
+        Host::open_prepared(paths, options, builtin_registry()?)
+    }
+
+    /// Opens the host on a registry [`builtin_registry`] made (the binary makes it on another
+    /// thread while it parses its arguments).
+    pub fn open_prepared(
+        paths: Paths,
+        options: HostOptions,
+        registry: Registry,
+    ) -> Result<Arc<Host>> {
         let mut warnings = Vec::new();
         let stamp = stamp_of(&paths.config_file());
         let (config, problem) = loaded(&paths, &mut warnings);
@@ -103,7 +122,7 @@ impl Host {
                 stamp,
                 problem,
             }),
-            registry: Registry::new(),
+            registry,
             transport: options.transport,
             warnings: Mutex::new(warnings),
             library_seen: Mutex::new(None),
@@ -121,13 +140,20 @@ impl Host {
             ],
             std::time::Duration::from_secs(600),
         );
-        tools::register_builtins(&host.registry)?;
-        crate::library::register_tools(&host.registry)?;
-        crate::library::load_all(&host);
+        crate::library::recover(&host);
+        let host = Arc::new(host);
+        // the saved programs load when first needed: a script that calls only built-in tools
+        // never reads the library (see `Registry::defer`)
+        let weak = Arc::downgrade(&host);
+        host.registry.defer(move || {
+            if let Some(host) = weak.upgrade() {
+                crate::library::load_all(&host);
+            }
+        });
         for w in host.unknown_grant_keys() {
             host.warn(w);
         }
-        Ok(Arc::new(host))
+        Ok(host)
     }
 
     /// Runs one call through the gate. This is the only way any tool runs.

@@ -520,6 +520,8 @@ pub struct Registry {
     tools: RwLock<BTreeMap<String, Arc<Tool>>>,
     /// Bumped on every change, so front doors (the MCP server) can announce new tool lists.
     changes: tokio::sync::watch::Sender<u64>,
+    /// The saved programs, registered when first needed (see [`Registry::defer`]).
+    deferred: Deferred,
 }
 
 impl Default for Registry {
@@ -527,7 +529,79 @@ impl Default for Registry {
         Registry {
             tools: RwLock::default(),
             changes: tokio::sync::watch::Sender::new(0),
+            deferred: Deferred::default(),
         }
+    }
+}
+
+/// Work that registers more tools, run the first time a name is missed or the whole list is
+/// read: start-up then does not grow with the library, and a script that calls only built-in
+/// tools never loads it.
+#[derive(Default)]
+struct Deferred {
+    /// Set once the work has run (or there was none): the fast path of every later look-up.
+    done: std::sync::atomic::AtomicBool,
+    state: std::sync::Mutex<DeferredState>,
+    finished: std::sync::Condvar,
+}
+
+#[derive(Default)]
+enum DeferredState {
+    #[default]
+    Nothing,
+    Waiting(Box<dyn FnOnce() + Send>),
+    /// Running on this thread; its own look-ups see what is registered so far.
+    Running(std::thread::ThreadId),
+    Done,
+}
+
+impl Deferred {
+    fn ensure(&self) {
+        use std::sync::atomic::Ordering;
+        if self.done.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            match std::mem::take(&mut *state) {
+                DeferredState::Waiting(work) => {
+                    *state = DeferredState::Running(std::thread::current().id());
+                    drop(state);
+                    // whatever happens in the work, the others waiting are let go
+                    let finish = FinishDeferred(self);
+                    work();
+                    drop(finish);
+                    return;
+                }
+                DeferredState::Running(id) if id == std::thread::current().id() => {
+                    *state = DeferredState::Running(id);
+                    return;
+                }
+                running @ DeferredState::Running(_) => {
+                    *state = running;
+                    state = self.finished.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                DeferredState::Nothing | DeferredState::Done => {
+                    *state = DeferredState::Done;
+                    self.done.store(true, Ordering::Release);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Marks deferred work finished when dropped, even by a panic inside it.
+struct FinishDeferred<'a>(&'a Deferred);
+
+impl Drop for FinishDeferred<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        *state = DeferredState::Done;
+        self.0
+            .done
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.0.finished.notify_all();
     }
 }
 
@@ -535,6 +609,26 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Registry {
         Registry::default()
+    }
+
+    /// Defers `work` that registers more tools (the saved programs) until a look-up misses or
+    /// the whole list is read, whichever comes first; it runs once. Look-ups from inside the
+    /// work see what is registered so far; other threads wait for it to finish.
+    pub fn defer(&self, work: impl FnOnce() + Send + 'static) {
+        let mut state = self
+            .deferred
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *state = DeferredState::Waiting(Box::new(work));
+        self.deferred
+            .done
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Runs the deferred work now if it has not run (a server lists its tools at once anyway).
+    pub fn load_deferred(&self) {
+        self.deferred.ensure();
     }
 
     /// Adds a tool after checking its name and schemas fully. Fails if the name is taken.
@@ -569,12 +663,25 @@ impl Registry {
     pub fn register_or_replace(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
         let tool = Self::build(spec, handler)?;
         tool.check()?;
+        self.replace(tool);
+        Ok(())
+    }
+
+    /// Adds or replaces a saved program's tool whose schemas were checked in full when it was
+    /// indexed (see `library::index`): the cheap checks only, its schema compiled on first use.
+    pub(crate) fn restore(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
+        self.replace(Self::build(spec, handler)?);
+        Ok(())
+    }
+
+    fn replace(&self, tool: Tool) {
+        // the deferred programs first, so they never land over this newer one
+        self.deferred.ensure();
         self.tools
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(tool.spec.name.clone(), Arc::new(tool));
         self.changed();
-        Ok(())
     }
 
     fn insert(&self, tool: Tool) -> Result<()> {
@@ -593,6 +700,7 @@ impl Registry {
 
     /// Removes a tool; returns whether it was there.
     pub fn unregister(&self, name: &str) -> bool {
+        self.deferred.ensure();
         let removed = self
             .tools
             .write()
@@ -633,6 +741,21 @@ impl Registry {
 
     /// The tool of that name.
     pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
+        let found = self
+            .tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned();
+        if found.is_some()
+            || self
+                .deferred
+                .done
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return found;
+        }
+        self.deferred.ensure();
         self.tools
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -642,6 +765,7 @@ impl Registry {
 
     /// Every tool, sorted by name.
     pub fn all(&self) -> Vec<Arc<Tool>> {
+        self.deferred.ensure();
         self.tools
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -656,6 +780,7 @@ impl Registry {
         if name.len() > 128 {
             return Vec::new();
         }
+        self.deferred.ensure();
         let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
         let mut scored: Vec<(f64, &String)> = tools
             .keys()
@@ -716,6 +841,50 @@ mod tests {
 
     fn noop() -> Handler {
         sync_handler(|_| Ok(Value::Null))
+    }
+
+    /// A registry with `builtin` registered and deferred work that registers `saved` (after
+    /// looking itself up, as loading programs does), counting its runs.
+    fn deferring() -> (Arc<Registry>, Arc<std::sync::atomic::AtomicUsize>) {
+        let r = Arc::new(Registry::new());
+        r.register(spec("builtin"), noop()).unwrap();
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (weak, counted) = (Arc::downgrade(&r), Arc::clone(&runs));
+        r.defer(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let r = weak.upgrade().unwrap();
+            // look-ups from inside the work see what is there so far, without waiting on itself
+            assert!(r.get("saved").is_none());
+            assert_eq!(r.all().len(), 1);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            r.register(spec("saved"), noop()).unwrap();
+        });
+        (r, runs)
+    }
+
+    #[test]
+    fn deferred_tools_load_on_the_first_miss_and_only_once() {
+        let (r, runs) = deferring();
+        assert!(r.get("builtin").is_some());
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "a hit loads nothing"
+        );
+        assert!(r.get("saved").is_some(), "a miss loads the deferred tools");
+        assert!(r.get("nothing").is_none());
+        assert_eq!(r.all().len(), 2);
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // listing loads them too, and a second thread waits for the first to finish
+        let (r, runs) = deferring();
+        let other = {
+            let r = Arc::clone(&r);
+            std::thread::spawn(move || r.all().len())
+        };
+        let here = r.closest("save").len();
+        assert_eq!(other.join().unwrap(), 2);
+        assert_eq!(here, 1);
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

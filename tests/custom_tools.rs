@@ -787,3 +787,124 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
     assert!(deleted.is_ok(), "{deleted:?}");
     assert!(!lmcp::library::sync(&t.host), "nor its own delete");
 }
+
+/// The library index: a second start registers saved tools from it (no compile), keeps listing
+/// exact when a file changes behind lmcp's back, never indexes a file that does not load, and
+/// refuses a call whose definition changed after it was listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_index_stays_exact() {
+    let t = TestHost::new();
+    create(&t, calc_def()).await.unwrap();
+    let index_path = t.home().join("data/library-index.json");
+    let index: Value = serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    assert_eq!(
+        index["custom_tools"]["user_calc.json"]["tools"][0]["name"], "user_calc",
+        "the writer indexed it: {index}"
+    );
+    let open = || lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let describe = |h: &Arc<lmcp::Host>, name: &str| {
+        h.registry()
+            .get(name)
+            .map(|tool| tool.spec().description.clone())
+    };
+
+    // restored from the index, it runs (compiled on its first call)
+    let second = open();
+    assert_eq!(
+        describe(&second, "user_calc").unwrap(),
+        "Numeric arithmetic"
+    );
+    let ctx = || {
+        CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes))
+    };
+    let r = second
+        .call(CallRequest::new(
+            "user_calc",
+            json!({"expression": "6*7"}),
+            ctx(),
+        ))
+        .await
+        .into_result()
+        .unwrap();
+    assert_eq!(r["result"]["value"], 42, "{r}");
+
+    // changed behind lmcp's back: the next start compiles the new file
+    let file = t.home().join("data/tools/user_calc.json");
+    let mut def: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    def["description"] = json!("Numeric arithmetic, as edited by hand");
+    std::fs::write(&file, serde_json::to_vec_pretty(&def).unwrap()).unwrap();
+    let third = open();
+    assert_eq!(
+        describe(&third, "user_calc").unwrap(),
+        "Numeric arithmetic, as edited by hand"
+    );
+
+    // changed after it was listed: the call is refused, not run as something else
+    let listed = open();
+    assert!(describe(&listed, "user_calc").is_some());
+    def["steps"][0]["tool"] = json!("write_file");
+    def["steps"][0]["arguments"] = json!({"path": "x.txt", "content": {"$input": "expression"}});
+    std::fs::write(&file, serde_json::to_vec_pretty(&def).unwrap()).unwrap();
+    let e = listed
+        .call(CallRequest::new(
+            "user_calc",
+            json!({"expression": "1"}),
+            ctx(),
+        ))
+        .await
+        .into_result()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("was changed on disk"), "{e}");
+
+    // a file that does not load is warned about at every start, never indexed away
+    std::fs::write(&file, b"{ not json").unwrap();
+    for _ in 0..2 {
+        let h = open();
+        assert!(h.registry().get("user_calc").is_none());
+        let warned = h.take_warnings().join("\n");
+        assert!(warned.contains("user_calc.json was not loaded"), "{warned}");
+    }
+
+    // an index written by another lmcp version is not trusted
+    std::fs::write(&file, serde_json::to_vec_pretty(&def).unwrap()).unwrap();
+    let h = open();
+    assert!(h.registry().get("user_calc").is_some());
+    drop(h);
+    let mut index: Value = serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    index["version"] = json!("0.0.0");
+    index["custom_tools"]["user_calc.json"]["tools"][0]["description"] = json!("forged");
+    std::fs::write(&index_path, index.to_string()).unwrap();
+    let h = open();
+    assert_eq!(
+        describe(&h, "user_calc").unwrap(),
+        "Numeric arithmetic, as edited by hand"
+    );
+}
+
+/// Saved programs load when first needed: a host that only calls built-in tools never reads
+/// the library, and the first look-up of a saved tool (or a listing) loads it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saved_tools_load_when_first_needed() {
+    let t = TestHost::new();
+    create(&t, calc_def()).await.unwrap();
+    std::fs::write(t.home().join("data/tools/user_broken.json"), b"{").unwrap();
+    let h = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let ctx =
+        CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
+    h.call(CallRequest::new(
+        "calculate",
+        json!({"expression": "1+1"}),
+        ctx,
+    ))
+    .await
+    .into_result()
+    .unwrap();
+    assert!(
+        h.take_warnings().is_empty(),
+        "a built-in call does not load the library"
+    );
+    assert!(h.registry().get("user_calc").is_some());
+    let warned = h.take_warnings().join("\n");
+    assert!(warned.contains("user_broken.json"), "{warned}");
+}

@@ -546,3 +546,38 @@ async fn skills_changed_by_another_process_are_synced() {
         .unwrap();
     assert!(!lmcp::library::sync(&t.host), "own remove");
 }
+
+/// Skills come back from the library index on the next start, and a change made elsewhere
+/// (disabled, a script edited by hand) counts at once: the folder's stamp no longer matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_skills_follow_their_folders() {
+    let t = TestHost::new();
+    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(t.home().join("data/library-index.json")).unwrap())
+            .unwrap();
+    let names: Vec<&str> = index["skills"]["demo"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"skill__demo__hello"), "{index}");
+    let open = || lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let description = |h: &std::sync::Arc<lmcp::Host>| {
+        h.registry()
+            .get("skill__demo__hello")
+            .map(|t| t.spec().description.clone())
+    };
+    assert!(description(&open()).is_some());
+    common::lmcp_ok(t.home(), &["skill", "disable", "demo"]);
+    assert!(description(&open()).is_none(), "disabled elsewhere");
+    common::lmcp_ok(t.home(), &["skill", "enable", "demo"]);
+    let script = t.home().join("data/skills/demo/scripts/hello.lua");
+    let edited = format!("---@description Greets, edited by hand.\n{HELLO}");
+    std::fs::write(&script, edited).unwrap();
+    assert_eq!(
+        description(&open()).as_deref(),
+        Some("Greets, edited by hand.")
+    );
+}

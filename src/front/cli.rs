@@ -336,6 +336,8 @@ pub enum Switch {
 /// Parses the command line and runs it; the process exit code.
 pub fn main() -> ExitCode {
     use clap::FromArgMatches;
+    // the tools are registered on another core while the arguments are parsed
+    let registry = std::thread::spawn(crate::host::builtin_registry);
     let parsed = super::docs::definition()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m));
@@ -357,7 +359,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = runtime.block_on(run(cli));
+    let result = runtime.block_on(run(cli, registry));
     // Blocking work a timeout or cancellation gave up on (a check no await can interrupt)
     // must not keep the process alive: the command is over.
     runtime.shutdown_background();
@@ -375,8 +377,12 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Runs a parsed command; the exit code.
-pub async fn run(cli: Cli) -> Result<u8> {
+/// Runs a parsed command on the registry being made; the exit code. For the binary only: it
+/// ends the process after.
+async fn run(
+    cli: Cli,
+    registry: std::thread::JoinHandle<Result<crate::registry::Registry>>,
+) -> Result<u8> {
     // Generated text about lmcp itself needs no host (and creates no folders).
     match &cli.command {
         Some(Command::Completions { shell }) => {
@@ -386,7 +392,11 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Some(Command::Man { dir }) => return super::docs::man(dir.as_deref(), cli.json),
         _ => {}
     }
-    let host = Host::open(Paths::discover()?)?;
+    let paths = Paths::discover()?;
+    let registry = registry
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    let host = Host::open_prepared(paths, crate::HostOptions::default(), registry)?;
     super::door::set_input_limit(host.config().limits.input_mb);
     // A config that cannot be read is said on every command, not once.
     if let Some(problem) = host.config_problem()
@@ -402,6 +412,9 @@ pub async fn run(cli: Cli) -> Result<u8> {
     for w in host.take_warnings() {
         errln!("warning: {}", shown(&w));
     }
+    // The process ends now: taking the registry and the rest apart one allocation at a time
+    // would only delay it (the history is flushed, locks go with the process).
+    std::mem::forget(host);
     code
 }
 

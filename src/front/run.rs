@@ -34,8 +34,6 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
     let given = header.params_from_cli(&args.params)?;
     let params = header.bind(&given)?;
     let chunk = chunk_name(path);
-    crate::program::check::compile_lua(&source, &chunk)
-        .map_err(|message| Error::Script { message })?;
     // The person's own script: with `---@uses` it may call only those tools; without, any tool,
     // each call gated and confirmed on its own (no up-front yes covers it).
     let capabilities = match &header.uses {

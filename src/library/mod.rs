@@ -1,12 +1,17 @@
 //! The libraries of programs people and agents save: custom tools, recipes and skills. Each library stores its programs under the data directory, registers them as tools
 //! and offers the authoring tools that create and delete them.
+//!
+//! The saved programs are registered when first needed ([`crate::registry::Registry::defer`]),
+//! from the library index where their files are unchanged (`index`), so start-up does not grow
+//! with the library.
 
 pub mod custom_tools;
+mod index;
 pub mod recipes;
 pub mod skills;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::Result;
@@ -20,10 +25,28 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     skills::register_tools(registry)
 }
 
-/// Loads every saved program as a tool; problems become warnings on the host.
+/// Finishes what writes a kill cut short left in the program stores (a skill update between its
+/// renames), so every door sees whole programs even before the library is loaded.
+pub fn recover(host: &Host) {
+    skills::recover(host);
+}
+
+/// Loads every saved program as a tool; problems become warnings on the host. Programs whose
+/// files are as the library index saw them are registered from it and compiled on first call;
+/// the others are compiled and checked now, and the index is brought up to date.
 pub fn load_all(host: &Host) {
-    custom_tools::load_all(host);
-    skills::load_all(host);
+    let old = index::Index::read(host);
+    let mut fresh = index::Index::new();
+    let tools_changed = custom_tools::load_indexed(host, old.custom_tools, &mut fresh.custom_tools);
+    let skills_changed = skills::load_indexed(host, old.skills, &mut fresh.skills);
+    if tools_changed || skills_changed {
+        fresh.write(host);
+    }
+}
+
+/// A tool name's prefix for the script tools of the skill `name`.
+fn skill_prefix(name: &str) -> String {
+    skills::tool_name(name, "")
 }
 
 /// A file's or folder's stamp: modification time and size (for a folder, of what is in it).
@@ -39,22 +62,26 @@ fn file_stamp(path: &Path) -> Stamp {
 /// The stamps of everything in a folder, two levels deep (a skill: SKILL.md, meta.json,
 /// scripts/*), sorted by name.
 fn folder_stamp(dir: &Path) -> Stamp {
-    let mut names = Vec::new();
+    let mut found: Vec<(PathBuf, (SystemTime, u64))> = Vec::new();
     let mut walk = vec![(dir.to_path_buf(), 0)];
     while let Some((d, depth)) = walk.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.flatten() {
-            let path = e.path();
-            if path.is_dir() && depth < 1 {
-                walk.push((path.clone(), depth + 1));
+            // one stat per entry (the entry's type comes with the listing)
+            let Ok(meta) = e.metadata() else {
+                continue;
+            };
+            if meta.is_dir() && depth < 1 {
+                walk.push((e.path(), depth + 1));
             }
-            names.push(path);
+            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            found.push((e.path(), (modified, meta.len())));
         }
     }
-    names.sort();
-    names.iter().flat_map(|p| file_stamp(p)).collect()
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.into_iter().map(|(_, stamp)| stamp).collect()
 }
 
 /// What the program stores looked like when last synced, so [`sync`] touches only what changed.
@@ -82,6 +109,8 @@ impl Seen {
 
 /// Starts watching the stores: from now on [`sync`] reloads what changed since this moment.
 pub fn watch(host: &Host) {
+    // what is saved up to now is loaded first, so that only later changes count as changes
+    host.registry().load_deferred();
     let now = Seen::now(host);
     *host.library_seen() = Some(now);
 }
@@ -89,9 +118,26 @@ pub fn watch(host: &Host) {
 /// Notes that this process just wrote or removed a custom tool's file (and has registered the
 /// change itself), so the watcher does not reload it and announce the same change twice.
 pub fn noted_custom_tool(host: &Host, path: &Path) {
+    let stamp = file_stamp(path);
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let entry = host
+        .registry()
+        .get(&name)
+        .filter(|t| t.spec().kind == Kind::Workflow && !stamp.is_empty())
+        .map(|t| index::Entry {
+            stamp: stamp.clone(),
+            tools: vec![index::Indexed::of(t.spec())],
+        });
+    let key = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    index::Index::update(host, |i| &mut i.custom_tools, &key, entry);
     if let Some(seen) = host.library_seen().as_mut() {
         let key = path.display().to_string();
-        let stamp = file_stamp(path);
         if stamp.is_empty() {
             seen.custom_tools.remove(&key);
         } else {
@@ -102,12 +148,24 @@ pub fn noted_custom_tool(host: &Host, path: &Path) {
 
 /// Like [`noted_custom_tool`], for a skill's folder after an install, removal or change.
 pub fn noted_skill(host: &Host, name: &str, dir: &Path) {
+    let stamp = dir.exists().then(|| folder_stamp(dir));
+    let entry = stamp.clone().map(|stamp| {
+        let prefix = skill_prefix(name);
+        let tools = host
+            .registry()
+            .all()
+            .iter()
+            .filter(|t| t.spec().name.starts_with(&prefix))
+            .map(|t| index::Indexed::of(t.spec()))
+            .collect();
+        index::Entry { stamp, tools }
+    });
+    index::Index::update(host, |i| &mut i.skills, name, entry);
     if let Some(seen) = host.library_seen().as_mut() {
-        if dir.exists() {
-            seen.skills.insert(name.to_string(), folder_stamp(dir));
-        } else {
-            seen.skills.remove(name);
-        }
+        match stamp {
+            Some(stamp) => seen.skills.insert(name.to_string(), stamp),
+            None => seen.skills.remove(name),
+        };
     }
 }
 

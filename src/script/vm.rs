@@ -440,7 +440,13 @@ impl Vm {
             .set_mode(ChunkMode::Text)
             .set_environment(self.env.clone())
             .into_function()
-            .map_err(|e| lua_error(e, self.state.memory_limit))
+            .map_err(|e| match e {
+                // worded as the library's checks word it (`check::compile_lua`)
+                mlua::Error::SyntaxError { .. } => Error::Script {
+                    message: clean_message(&format!("the program does not compile: {e}")),
+                },
+                e => lua_error(e, self.state.memory_limit),
+            })
     }
 
     /// Whether compiling `source` fails only because the input ends too early (the REPL's

@@ -4,7 +4,7 @@
 //! input and `{"$step": "id", "path": "result.items[0]"}` reads an earlier step's result) or a Lua
 //! body with the program header. It is checked completely when it is created — names, step
 //! references, argument types against each step tool's schema, required inputs — and stored as one
-//! JSON file per tool under `DATA/tools/`, loaded again at start (a file that no longer checks is
+//! JSON file per tool under `DATA/tools/`, loaded again when first needed (a file that no longer checks is
 //! reported and skipped; the others still load).
 //!
 //! A custom tool's effect is the strongest effect of the tools it may call, and the gate confirms
@@ -28,7 +28,8 @@ use crate::registry::{Capabilities, Kind, ToolSpec};
 mod storage;
 mod tools;
 
-pub use storage::{delete, dir, list, load_all, load_file, save, stored_files};
+pub(super) use storage::load_indexed;
+pub use storage::{delete, dir, list, load_file, save, stored_files};
 pub use tools::{register_tools, workflow_handler};
 
 /// The version of the stored definition format.

@@ -1,5 +1,5 @@
 //! Where custom tools live: one JSON file per tool under `DATA/tools/`, written atomically
-//! under a file lock, loaded at start (a file that no longer checks is reported and skipped).
+//! under a file lock, loaded when first needed (a file that no longer checks is reported and skipped).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,12 +7,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::tools::workflow_handler;
+use super::tools::{indexed_handler, workflow_handler};
 use super::{Compiled, Definition, bad, compile};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::registry::{Capabilities, Kind};
+use crate::library::file_stamp;
+use crate::library::index::{Entry, Indexed};
+use crate::registry::{Capabilities, Kind, ToolSpec};
 use crate::store::{self, FileLock};
 
 /// Where custom tools are stored.
@@ -37,38 +39,75 @@ pub fn stored_files(host: &Host) -> Vec<PathBuf> {
     paths
 }
 
-/// Loads every stored custom tool; a file that does not parse or check is reported and skipped.
-pub fn load_all(host: &Host) {
+/// Loads every stored custom tool: one whose file carries the stamp of its entry in `indexed`
+/// from that entry (compiled on its first call), the others compiled and checked now. `fresh`
+/// gets the entries of all that loaded; returns whether they differ from `indexed`.
+pub(in crate::library) fn load_indexed(
+    host: &Host,
+    mut indexed: BTreeMap<String, Entry>,
+    fresh: &mut BTreeMap<String, Entry>,
+) -> bool {
+    let mut changed = false;
     for path in stored_files(host) {
-        load_file(host, &path);
-    }
-}
-
-/// Loads (or reloads) one stored custom tool; a file that does not parse or check is reported
-/// and skipped.
-pub fn load_file(host: &Host, path: &Path) {
-    let loaded = store::read_json::<Definition>(path).and_then(|d| {
-        let d =
-            d.ok_or_else(|| Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
-        let expected = path
-            .file_stem()
+        let key = path
+            .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if d.name != expected {
-            return Err(bad(
-                &d.name,
-                format!("it is stored as {expected}.json; the file name must match the tool name"),
-            ));
+        let stamp = file_stamp(&path);
+        if let Some(entry) = indexed.remove(&key).filter(|e| e.stamp == stamp)
+            && let [tool] = entry.tools.as_slice()
+            && host
+                .registry()
+                .restore(tool.spec(), indexed_handler(path.clone()))
+                .is_ok()
+        {
+            fresh.insert(key, entry);
+            continue;
         }
-        let c = Arc::new(compile(host, d)?);
-        host.registry()
-            .register_or_replace(c.spec.clone(), workflow_handler(Arc::clone(&c)))
-    });
-    if let Err(e) = loaded {
-        host.warn(format!(
-            "custom tool {} was not loaded: {e}",
-            path.display()
+        changed = true;
+        if let Some(spec) = load_file(host, &path) {
+            let tools = vec![Indexed::of(&spec)];
+            fresh.insert(key, Entry { stamp, tools });
+        }
+    }
+    changed || !indexed.is_empty()
+}
+
+/// Reads and compiles one stored definition (its file name must be its tool's).
+pub(super) fn compile_stored(host: &Host, path: &Path) -> Result<Compiled> {
+    let d = store::read_json::<Definition>(path)?
+        .ok_or_else(|| Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
+    let expected = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if d.name != expected {
+        return Err(bad(
+            &d.name,
+            format!("it is stored as {expected}.json; the file name must match the tool name"),
         ));
+    }
+    compile(host, d)
+}
+
+/// Loads (or reloads) one stored custom tool and returns the spec it registered; a file that
+/// does not parse or check is reported and skipped.
+pub fn load_file(host: &Host, path: &Path) -> Option<ToolSpec> {
+    let loaded = compile_stored(host, path).and_then(|c| {
+        let c = Arc::new(c);
+        host.registry()
+            .register_or_replace(c.spec.clone(), workflow_handler(Arc::clone(&c)))?;
+        Ok(c.spec.clone())
+    });
+    match loaded {
+        Ok(spec) => Some(spec),
+        Err(e) => {
+            host.warn(format!(
+                "custom tool {} was not loaded: {e}",
+                path.display()
+            ));
+            None
+        }
     }
 }
 

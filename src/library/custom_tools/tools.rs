@@ -1,14 +1,16 @@
 //! The custom tool tools (`custom_tool_create`, `custom_tool_list`, `custom_tool_delete`) and
 //! the handler that runs a saved one.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
-use super::storage::{delete, list, save};
+use super::storage::{compile_stored, delete, list, save};
 use super::{Compiled, Definition};
 
 use crate::error::{Error, Result};
+use crate::library::index::Indexed;
 use crate::program::steps::{RunMode, StepRecord};
 use crate::program::{self, Body};
 use crate::registry::{Annotations, Effect, Handler, Kind, ToolSpec, handler};
@@ -17,20 +19,52 @@ use crate::registry::{Annotations, Effect, Handler, Kind, ToolSpec, handler};
 pub fn workflow_handler(compiled: Arc<Compiled>) -> Handler {
     handler(move |inv| {
         let c = Arc::clone(&compiled);
+        async move { run(&inv, &c).await }
+    })
+}
+
+/// The handler of a custom tool registered from the library index: its stored definition is
+/// compiled and checked on the first call — and must still be the tool the gate confirmed the
+/// call as (the indexed one) — then it runs as [`workflow_handler`]'s does.
+pub(in crate::library) fn indexed_handler(path: PathBuf) -> Handler {
+    let compiled: Arc<OnceLock<Arc<Compiled>>> = Arc::default();
+    let path = Arc::new(path);
+    handler(move |inv| {
+        let (compiled, path) = (Arc::clone(&compiled), Arc::clone(&path));
         async move {
-            let inputs = inv.args.as_object().cloned().unwrap_or_default();
-            let report =
-                program::run(&inv.host, &inv.ctx, &c.program, &inputs, RunMode::AsCalled).await?;
-            Ok(match c.program.body {
-                Body::Lua(_) => {
-                    json!({"result": report.result, "output": report.output, "previews": report.previews})
+            let c = match compiled.get() {
+                Some(c) => Arc::clone(c),
+                None => {
+                    let c = Arc::new(compile_stored(&inv.host, &path)?);
+                    let registered = inv.host.registry().get(&c.spec.name);
+                    if registered.is_none_or(|t| Indexed::of(t.spec()) != Indexed::of(&c.spec)) {
+                        return Err(Error::Refused(format!(
+                            "`{}` was changed on disk ({}) since lmcp loaded it; list the tools \
+                             again (or start lmcp again) and check the new definition before \
+                             calling it",
+                            c.spec.name,
+                            path.display()
+                        )));
+                    }
+                    Arc::clone(compiled.get_or_init(|| c))
                 }
-                Body::Steps(_) => {
-                    let records: Vec<Value> =
-                        report.records.iter().map(StepRecord::summary).collect();
-                    json!({"result": report.result, "steps": records})
-                }
-            })
+            };
+            run(&inv, &c).await
+        }
+    })
+}
+
+/// Runs a compiled custom tool's program for one call.
+async fn run(inv: &crate::registry::Invocation, c: &Compiled) -> Result<Value> {
+    let inputs = inv.args.as_object().cloned().unwrap_or_default();
+    let report = program::run(&inv.host, &inv.ctx, &c.program, &inputs, RunMode::AsCalled).await?;
+    Ok(match c.program.body {
+        Body::Lua(_) => {
+            json!({"result": report.result, "output": report.output, "previews": report.previews})
+        }
+        Body::Steps(_) => {
+            let records: Vec<Value> = report.records.iter().map(StepRecord::summary).collect();
+            json!({"result": report.result, "steps": records})
         }
     })
 }

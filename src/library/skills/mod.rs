@@ -29,8 +29,9 @@ pub use package::{
     ConfigField, FieldType, Package, SkillMd, SkillScript, check_package, parse_skill_md,
     valid_name,
 };
+pub(super) use storage::load_indexed;
 pub use storage::{
-    Meta, get, install, installed, list, load_all, load_one, remove, set_config, set_enabled,
+    Meta, get, install, installed, list, load_one, recover, remove, set_config, set_enabled,
     tool_name,
 };
 pub use tools::{call, register_tools};

@@ -1,17 +1,21 @@
 //! Where skills live: `DATA/skills/NAME/` written as a temporary folder renamed into place,
 //! config values (secrets apart, 0600) under the config folder, and loading them at start.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::package::{Package, check_package, valid_name};
-use super::tools::{capabilities, register_scripts, unregister_scripts};
+use super::tools::{capabilities, register_scripts, script_handler, unregister_scripts};
 use super::{DEFAULT_TIMEOUT, bad};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::library::folder_stamp;
+use crate::library::index::{Entry, Indexed};
+use crate::registry::ToolSpec;
 use crate::store::{self, FileLock};
 
 /// Install times and the on/off switch.
@@ -400,30 +404,61 @@ pub fn recover(host: &Host) {
     }
 }
 
-/// Registers the script tools of every enabled skill; problems become warnings.
-pub fn load_all(host: &Host) {
-    recover(host);
-    for (name, _) in installed(host) {
-        load_one(host, &name);
+/// Registers the script tools of every enabled skill: a skill whose folder carries the stamp
+/// of its entry in `indexed` from that entry (scripts are read at each call anyway), the others
+/// loaded and checked now. `fresh` gets the entries of all that loaded; returns whether they
+/// differ from `indexed`. `recover` ran when the host opened.
+pub(in crate::library) fn load_indexed(
+    host: &Host,
+    mut indexed: BTreeMap<String, Entry>,
+    fresh: &mut BTreeMap<String, Entry>,
+) -> bool {
+    let mut changed = false;
+    for (name, dir) in installed(host) {
+        let stamp = folder_stamp(&dir);
+        if let Some(entry) = indexed.remove(&name).filter(|e| e.stamp == stamp) {
+            let prefix = tool_name(&name, "");
+            let restored = entry.tools.iter().all(|t| {
+                t.name().strip_prefix(&prefix).is_some_and(|script| {
+                    host.registry()
+                        .restore(t.spec(), script_handler(&name, script))
+                        .is_ok()
+                })
+            });
+            if restored {
+                fresh.insert(name, entry);
+                continue;
+            }
+        }
+        changed = true;
+        if let Some(specs) = load_one(host, &name) {
+            let tools = specs.iter().map(Indexed::of).collect();
+            fresh.insert(name, Entry { stamp, tools });
+        }
     }
+    changed || !indexed.is_empty()
 }
 
 /// (Re)registers one skill's script tools as its files say: none when it is disabled or gone;
-/// problems become warnings.
-pub fn load_one(host: &Host, name: &str) {
+/// problems become warnings. Returns the specs registered, or `None` when it did not load.
+pub fn load_one(host: &Host, name: &str) -> Option<Vec<ToolSpec>> {
     unregister_scripts(host, name);
     if !skill_dir(host, name).is_dir() {
-        return;
+        return None;
     }
     let loaded = load_package(host, name).and_then(|p| {
         let meta = read_meta(host, name)?.ok_or_else(|| bad(name, "meta.json is missing"))?;
         if meta.enabled {
             register_scripts(host, &p)
         } else {
-            Ok(())
+            Ok(Vec::new())
         }
     });
-    if let Err(e) = loaded {
-        host.warn(format!("skill `{name}` was not loaded: {e}"));
+    match loaded {
+        Ok(specs) => Some(specs),
+        Err(e) => {
+            host.warn(format!("skill `{name}` was not loaded: {e}"));
+            None
+        }
     }
 }

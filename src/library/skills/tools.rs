@@ -111,7 +111,8 @@ pub(super) fn resolve_call(host: &Host, args: &Value) -> Result<Resolved> {
     })
 }
 
-pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<()> {
+pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<ToolSpec>> {
+    let mut registered = Vec::new();
     for s in &package.scripts {
         let caps = capabilities(s);
         let (effect, annotations) =
@@ -132,17 +133,23 @@ pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<()> {
         .effect(effect, annotations)
         .kind(Kind::Workflow)
         .capabilities(caps);
-        let (skill, script) = (package.md.name.clone(), s.name.clone());
-        let h: Handler = handler(move |inv| {
-            let (skill, script) = (skill.clone(), script.clone());
-            async move {
-                let params = inv.args.as_object().cloned().unwrap_or_default();
-                call(&inv.host, &inv.ctx, &skill, &script, &params, None).await
-            }
-        });
-        host.registry().register_or_replace(spec, h)?;
+        host.registry()
+            .register_or_replace(spec.clone(), script_handler(&package.md.name, &s.name))?;
+        registered.push(spec);
     }
-    Ok(())
+    Ok(registered)
+}
+
+/// The handler of a skill's script tool: the script is read and checked again at each call.
+pub(super) fn script_handler(skill: &str, script: &str) -> Handler {
+    let (skill, script) = (skill.to_string(), script.to_string());
+    handler(move |inv| {
+        let (skill, script) = (skill.clone(), script.clone());
+        async move {
+            let params = inv.args.as_object().cloned().unwrap_or_default();
+            call(&inv.host, &inv.ctx, &skill, &script, &params, None).await
+        }
+    })
 }
 
 /// Runs one script of a skill: `program` when the gate resolved it already, else read now.

@@ -1,0 +1,154 @@
+//! The library index: what every saved program registers (name, schema, effect, what it may
+//! call), keyed by the stamp (sizes and modification times) of the files it came from.
+//!
+//! Loading the library compiles and checks a program only when its files changed since they
+//! were indexed; an unchanged one is registered from its entry and compiled on first call. So
+//! opening a library of a thousand programs costs a read of one file and a `stat` per program,
+//! not a thousand Lua compiles and schema checks, and listing stays exact: an entry counts only
+//! while its files carry the stamp it was made from. The writers (saving or deleting a custom
+//! tool, installing, changing or removing a skill) bring their entry up to date at once; a file
+//! changed behind lmcp's back no longer matches its stamp and is compiled again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Stamp;
+use crate::host::Host;
+use crate::registry::{Annotations, Capabilities, Effect, Kind, ToolSpec};
+use crate::store::{self, FileLock};
+
+/// The index as stored in `DATA/library-index.json`.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Index {
+    /// The lmcp version that wrote it: a program's effect follows from the built-in tools it may
+    /// call, so another version compiles everything again.
+    version: String,
+    /// By file name under `DATA/tools/`.
+    pub custom_tools: BTreeMap<String, Entry>,
+    /// By skill (folder) name under `DATA/skills/`.
+    pub skills: BTreeMap<String, Entry>,
+}
+
+/// One program file (or skill folder) as indexed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Entry {
+    /// The stamp its files had when it was compiled.
+    pub stamp: Stamp,
+    /// The tools it registered (none for a disabled skill).
+    pub tools: Vec<Indexed>,
+}
+
+/// What a saved program's tool is, without its handler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Indexed {
+    name: String,
+    title: String,
+    description: String,
+    input_schema: Value,
+    effect: Effect,
+    annotations: Annotations,
+    capabilities: Option<Capabilities>,
+}
+
+impl Indexed {
+    /// The index entry of a registered program's tool.
+    pub fn of(spec: &ToolSpec) -> Indexed {
+        Indexed {
+            name: spec.name.clone(),
+            title: spec.title.clone(),
+            description: spec.description.clone(),
+            input_schema: spec.input_schema.clone(),
+            effect: spec.effect,
+            annotations: spec.annotations,
+            capabilities: spec.capabilities.clone(),
+        }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The spec it was made from (saved programs are all workflows).
+    pub fn spec(&self) -> ToolSpec {
+        let spec = ToolSpec::new(
+            &self.name,
+            &self.title,
+            &self.description,
+            self.input_schema.clone(),
+        )
+        .effect(self.effect, self.annotations)
+        .kind(Kind::Workflow);
+        match &self.capabilities {
+            Some(c) => spec.capabilities(c.clone()),
+            None => spec,
+        }
+    }
+}
+
+fn path(host: &Host) -> PathBuf {
+    host.paths().data_dir.join("library-index.json")
+}
+
+impl Index {
+    /// An empty index for this lmcp.
+    pub fn new() -> Index {
+        Index {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Index::default()
+        }
+    }
+
+    /// The stored index, or an empty one when there is none, it cannot be read or another
+    /// lmcp version wrote it (everything is then compiled and indexed again).
+    pub fn read(host: &Host) -> Index {
+        match store::read_json::<Index>(&path(host)) {
+            Ok(Some(index)) if index.version == env!("CARGO_PKG_VERSION") => index,
+            _ => Index::new(),
+        }
+    }
+
+    /// Stores the index (atomically, under its lock). Best effort: a library that cannot be
+    /// indexed (a read-only data folder) still loads, only without the saving.
+    pub fn write(&self, host: &Host) {
+        let path = path(host);
+        let Ok(_lock) = FileLock::acquire(&path) else {
+            return;
+        };
+        Self::store(&path, self);
+    }
+
+    /// Written compact: it is read whole on every load of the library.
+    fn store(path: &std::path::Path, index: &Index) {
+        if let Ok(mut text) = serde_json::to_vec(index) {
+            text.push(b'\n');
+            let _ = store::atomic_write(path, &text);
+        }
+    }
+
+    /// Changes one entry in the stored index, under its lock: what a writer does after it
+    /// saved, changed or removed a program (`entry` is `None` when it is gone).
+    pub fn update(
+        host: &Host,
+        which: fn(&mut Index) -> &mut BTreeMap<String, Entry>,
+        key: &str,
+        entry: Option<Entry>,
+    ) {
+        let path = path(host);
+        let Ok(_lock) = FileLock::acquire(&path) else {
+            return;
+        };
+        let mut index = Index::read(host);
+        let map = which(&mut index);
+        let changed = match entry {
+            Some(e) => map.insert(key.to_string(), e.clone()) != Some(e),
+            None => map.remove(key).is_some(),
+        };
+        if changed {
+            Self::store(&path, &index);
+        }
+    }
+}
