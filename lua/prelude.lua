@@ -481,19 +481,6 @@ local tool_error_mt = {
   end,
 }
 
-local function call_tool(name, args)
-  if args == nil then
-    args = {}
-  end
-  if raw_type(args) ~= "table" then
-    raw_error("tools." .. name .. " expects a table of arguments, got " .. raw_type(args), 3)
-  end
-  local ok, result = api.call(name, args)
-  if ok then
-    return result
-  end
-  raw_error(raw_setmetatable(result, tool_error_mt), 3)
-end
 
 local tool_functions = {}
 local tools = raw_setmetatable({}, {
@@ -508,8 +495,20 @@ local tools = raw_setmetatable({}, {
     if not api.tool_exists(name) then
       raw_error(api.unknown_tool(name), 2)
     end
+    -- one Lua call per tool call (every call runs the sandbox's hook)
+    local call = api.call
     f = function(args)
-      return call_tool(name, args)
+      if args == nil then
+        args = {}
+      end
+      if raw_type(args) ~= "table" then
+        raw_error("tools." .. name .. " expects a table of arguments, got " .. raw_type(args), 2)
+      end
+      local ok, result = call(name, args)
+      if ok then
+        return result
+      end
+      raw_error(raw_setmetatable(result, tool_error_mt), 2)
     end
     tool_functions[name] = f
     return f

@@ -174,17 +174,26 @@ impl CallContext {
 
     /// The context for a call made by a program running under this one.
     pub fn child(&self) -> CallContext {
+        // every field named, so a child clones each shared part once
         CallContext {
             origin: Origin::Program,
+            door: self.door,
             depth: self.depth + 1,
             // One token per call tree: only a front door cancels, and it cancels the whole
             // tree (a child token per call cost a tree node and a lock on every nested call).
             cancel: Arc::clone(&self.cancel),
+            deadline: self.deadline,
+            budget: self.budget,
             // A call's progress is its own program's: a nested program reporting its steps on
             // the same sink would make the caller's progress go back (MCP wants one increasing
             // series per call), so nested calls report nothing.
             progress: None,
-            ..self.clone()
+            confirm: self.confirm,
+            confirmer: Arc::clone(&self.confirmer),
+            restrictions: self.restrictions.clone(),
+            approval: self.approval.clone(),
+            plan: self.plan.clone(),
+            secrets: self.secrets.clone(),
         }
     }
 
@@ -329,6 +338,9 @@ pub struct CallRequest {
     pub args: Value,
     /// Origin, depth, cancellation, deadline, progress and confirmation.
     pub ctx: CallContext,
+    /// The tool, when the caller looked it up already (the Lua bridge does, to shape the
+    /// arguments): the gate then does not look it up again. Only from the registry.
+    pub(crate) resolved: Option<std::sync::Arc<crate::registry::Tool>>,
 }
 
 impl CallRequest {
@@ -338,6 +350,21 @@ impl CallRequest {
             tool: tool.into(),
             args,
             ctx,
+            resolved: None,
+        }
+    }
+
+    /// A request for a tool the caller just took from the registry.
+    pub(crate) fn to_tool(
+        tool: std::sync::Arc<crate::registry::Tool>,
+        args: Value,
+        ctx: CallContext,
+    ) -> CallRequest {
+        CallRequest {
+            tool: tool.spec().name.clone(),
+            args,
+            ctx,
+            resolved: Some(tool),
         }
     }
 }

@@ -86,7 +86,14 @@ struct Queue {
     /// The last write's failure, reported to the next caller of `record` or `flush`.
     error: Option<String>,
     closing: bool,
+    /// Someone waits in `flush`: the writer does not linger for more entries.
+    urgent: bool,
 }
+
+/// How long the writer gathers entries after the first of a batch before it writes them: calls
+/// in a loop then cost one append per few milliseconds, not one each (and a crash can lose at
+/// most what came in that time).
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Above this many queued bytes a recording thread waits for the writer (a disk that stalls
 /// must not grow memory without bound).
@@ -142,11 +149,15 @@ impl History {
                 .wait(q)
                 .unwrap_or_else(|p| p.into_inner());
         }
+        // only the first entry of a batch wakes the writer; it gathers the rest itself
+        let first = q.lines.is_empty();
         q.lines.extend_from_slice(&line);
         q.queued += 1;
         let failed = q.error.take();
         drop(q);
-        self.shared.work.notify_one();
+        if first {
+            self.shared.work.notify_one();
+        }
         match failed {
             Some(message) => Err(Error::Tool {
                 tool: "history".into(),
@@ -161,6 +172,10 @@ impl History {
     pub fn flush(&self) -> Result<()> {
         let mut q = self.queue();
         let target = q.queued;
+        if q.done < target {
+            q.urgent = true;
+            self.shared.work.notify_one();
+        }
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while q.done < target {
             let left = until.saturating_duration_since(std::time::Instant::now());
@@ -230,6 +245,20 @@ fn write_loop(shared: &Shared, path: &Path, capacity: usize) {
             while q.lines.is_empty() && !q.closing {
                 q = shared.work.wait(q).unwrap_or_else(|p| p.into_inner());
             }
+            // a batch has begun: what comes within LINGER joins it (unless someone waits)
+            let until = std::time::Instant::now() + LINGER;
+            while !q.closing && !q.urgent && q.lines.len() < MAX_QUEUED_BYTES / 2 {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                q = shared
+                    .work
+                    .wait_timeout(q, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            q.urgent = false;
             (std::mem::take(&mut q.lines), q.queued, q.closing)
         };
         let result = if batch.is_empty() {

@@ -64,10 +64,13 @@ const MAX_PROBLEMS: usize = 8;
 
 /// Runs one call through every stage of the gate. Never panics on bad input; every failure is an
 /// [`Outcome`].
-pub(crate) async fn call(host: &Arc<Host>, req: CallRequest) -> Outcome {
+pub(crate) async fn call(host: &Arc<Host>, mut req: CallRequest) -> Outcome {
     let started = Instant::now();
     let config = host.config();
-    let tool = host.registry().get(&req.tool);
+    let tool = match req.resolved.take() {
+        Some(t) => Some(t),
+        None => host.registry().get(&req.tool),
+    };
     let (origin, depth) = (req.ctx.origin(), req.ctx.depth());
     // Shapes are taken before the call: the handler owns the arguments afterwards.
     let shapes = if config.modes.private {
@@ -107,7 +110,8 @@ async fn decide_and_run(
     req: CallRequest,
 ) -> Outcome {
     let spec = tool.spec();
-    let name = spec.name.clone();
+    // borrowed: most calls pass, and only the outcomes that name the tool need it owned
+    let name: &str = &spec.name;
     let CallRequest { args, mut ctx, .. } = req;
 
     // 1b. capabilities: inside a program that declared what it may call, nothing else runs
@@ -117,14 +121,14 @@ async fn decide_and_run(
                 "`{program}` may call {} (its declared capabilities), and `{name}` is not among them",
                 caps.describe()
             ),
-            tool: name,
+            tool: name.to_string(),
         };
     }
 
     // 2. availability
     if let Availability::Unavailable { detail, .. } = spec.availability(config, host.transport()) {
         return Outcome::Failed(Error::Unavailable {
-            tool: name,
+            tool: name.to_string(),
             reason: detail,
         });
     }
@@ -136,7 +140,7 @@ async fn decide_and_run(
     };
     if !problems.is_empty() {
         return Outcome::Failed(Error::InvalidArgs {
-            tool: name,
+            tool: name.to_string(),
             problems,
         });
     }
@@ -153,13 +157,13 @@ async fn decide_and_run(
     };
 
     // 4. grants
-    let (grant, grant_source) = config.grant_for(&name, effect, destructive);
+    let (grant, grant_source) = config.grant_for(name, effect, destructive);
     if grant == Grant::Deny {
         return Outcome::Denied {
             reason: {
                 // name the rule that denied, so the hint changes the right one
-                let key = if config.grants.get(&name) == Some(&Grant::Deny) {
-                    name.clone()
+                let key = if config.grants.get(name) == Some(&Grant::Deny) {
+                    name.to_string()
                 } else if destructive
                     && config.grants.get(crate::config::DESTRUCTIVE_KEY) == Some(&Grant::Deny)
                 {
@@ -172,7 +176,7 @@ async fn decide_and_run(
                      `lmcp grants allow {key}`"
                 )
             },
-            tool: name,
+            tool: name.to_string(),
         };
     }
 
@@ -185,7 +189,7 @@ async fn decide_and_run(
                  `lmcp mode read-only off`",
                 if scope.is_some() { "program" } else { "tool" }
             ),
-            tool: name,
+            tool: name.to_string(),
         };
     }
     if config.modes.private && effect == Effect::Send {
@@ -193,7 +197,7 @@ async fn decide_and_run(
             reason: "private mode is on, so nothing is sent; turn it off with \
                      `lmcp mode private off`"
                 .to_string(),
-            tool: name,
+            tool: name.to_string(),
         };
     }
 
@@ -206,20 +210,20 @@ async fn decide_and_run(
         && (changes_state || grant == Grant::Ask)
     {
         let (shown_args, summary) = shown(spec, &args, ctx.secrets());
-        if plan_entry && let Some(refused) = record_in_plan(&ctx, &name, &shown_args, true) {
+        if plan_entry && let Some(refused) = record_in_plan(&ctx, name, &shown_args, true) {
             return refused;
         }
         return Outcome::Preview(Preview {
-            tool: name,
+            tool: name.to_string(),
             args: shown_args,
             effect,
             summary,
         });
     }
-    let per_tool_ask = config.grants.get(&name) == Some(&Grant::Ask);
+    let per_tool_ask = config.grants.get(name) == Some(&Grant::Ask);
     let covered = ctx
         .approval()
-        .is_some_and(|a| a.covers(&name, effect, destructive));
+        .is_some_and(|a| a.covers(name, effect, destructive));
     let why = if per_tool_ask {
         Some(format!("the {grant_source} is ask, so it asks every time"))
     } else if covered {
@@ -235,7 +239,7 @@ async fn decide_and_run(
         let calls = match &scope {
             Some(s) => s.calls.clone(),
             None if changes_state => vec![ShownCall {
-                tool: name.clone(),
+                tool: name.to_string(),
                 effect,
                 destructive,
             }],
@@ -243,7 +247,7 @@ async fn decide_and_run(
         };
         let (shown_args, summary) = shown(spec, &args, ctx.secrets());
         let request = ConfirmRequest {
-            tool: name.clone(),
+            tool: name.to_string(),
             effect,
             destructive,
             args: shown_args,
@@ -264,13 +268,13 @@ async fn decide_and_run(
             Answer::Yes => ctx.approve(&calls),
             Answer::No => {
                 return Outcome::Denied {
-                    tool: name,
+                    tool: name.to_string(),
                     reason: "a person declined the call".into(),
                 };
             }
             Answer::Dismissed => {
                 return Outcome::Denied {
-                    tool: name,
+                    tool: name.to_string(),
                     reason: "the person dismissed the question without allowing the call".into(),
                 };
             }
@@ -278,9 +282,9 @@ async fn decide_and_run(
                 return Outcome::NeedsConfirmation {
                     reason: format!(
                         "{why} and nobody could be asked; {}",
-                        how_to_allow(ctx.door(), &name)
+                        how_to_allow(ctx.door(), name)
                     ),
-                    tool: name,
+                    tool: name.to_string(),
                 };
             }
             Answer::Failed(error) => {
@@ -289,7 +293,7 @@ async fn decide_and_run(
                         "{why}, and the client failed to ask a person ({}); nothing was run",
                         crate::text::escape_controls(&error)
                     ),
-                    tool: name,
+                    tool: name.to_string(),
                 };
             }
         }
@@ -297,7 +301,7 @@ async fn decide_and_run(
     if plan_entry
         && ctx.plan().is_some()
         && let Some(refused) =
-            record_in_plan(&ctx, &name, &shown(spec, &args, ctx.secrets()).0, false)
+            record_in_plan(&ctx, name, &shown(spec, &args, ctx.secrets()).0, false)
     {
         return refused;
     }

@@ -764,11 +764,15 @@ fn call_tool(
             );
         }
     };
-    if let Some(tool) = s.host.registry().get(name) {
-        convert::coerce_empty_arrays(&mut json, &tool.spec().input_schema);
-    }
     let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).child();
-    let outcome = run_to_end(&s.handle, s.host.call(CallRequest::new(name, json, ctx)));
+    let request = match s.host.registry().get(name) {
+        Some(tool) => {
+            convert::coerce_empty_arrays(&mut json, &tool.spec().input_schema);
+            CallRequest::to_tool(tool, json, ctx)
+        }
+        None => CallRequest::new(name, json, ctx),
+    };
+    let outcome = run_to_end(&s.handle, s.host.call(request));
     match outcome {
         Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
         Outcome::Preview(p) => {

@@ -1,0 +1,75 @@
+//! A bare rmcp stdio server with one `echo` tool: the floor `benches/mcp_roundtrip.py` measures
+//! `lmcp serve` against (the same SDK and transport, no gate, no history, no registry).
+//!
+//! Built by `cargo bench --no-run --bench rmcp_echo`; serves MCP on stdin/stdout when run with
+//! `--serve` (a plain `cargo bench` run only says so and ends).
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+
+struct Echo;
+
+impl ServerHandler for Echo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"]
+        });
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!("an object literal")
+        };
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "echo",
+            "Return the text.",
+            Arc::new(schema),
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("text"))
+            .and_then(|t| t.as_str())
+            .unwrap_or_default()
+            .to_string();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--serve") {
+        println!("rmcp_echo: run with --serve to serve MCP on stdin/stdout");
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let running = Echo
+            .serve(rmcp::transport::stdio())
+            .await
+            .expect("the handshake");
+        let _ = running.waiting().await;
+    });
+}
