@@ -1,6 +1,6 @@
 """Start-up against library size: `lmcp run` of a one-line script with an empty library and with
 1,000 saved custom tools and 100 installed skills, against `lua5.4` running the same line, in
-one run (hyperfine, -N, medians of many runs).
+one run (hyperfine, -N, medians of 100 runs; lua5.4 beside each library's run).
 
 The library is written the way lmcp stores it (definition files in data/tools/, skill folders in
 data/skills/ with SKILL.md, scripts/ and meta.json), half the custom tools JSON steps and half
@@ -88,20 +88,25 @@ def main(binary: str) -> None:
         listed = sum(1 for t in json.loads(out.stdout) if t["name"].startswith(("user_bench_", "skill__bench")))
         if listed != 1000 + 200 or out.stderr.strip():
             sys.exit(f"the library did not load whole: {listed} tools listed; {out.stderr[-500:]}")
-        result = root / "result.json"
-        subprocess.run(
-            ["hyperfine", "-N", "--warmup", "10", "--runs", "100", "--export-json", str(result),
-             "-n", "empty", f"env LMCP_HOME={empty} {binary} run {script}",
-             "-n", "full", f"env LMCP_HOME={full} {binary} run {script}",
-             "-n", "lua5.4", f"lua5.4 {script}"],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-        r = {x["command"]: x for x in json.loads(result.read_text())["results"]}
-        med = {k: v["median"] * 1000 for k, v in r.items()}
+        # No `env` wrapper (its exec would count against lmcp only): each library gets its own
+        # hyperfine run with LMCP_HOME in the environment, lua5.4 measured in both.
+        med = {}
+        for name, home in [("empty", empty), ("full", full)]:
+            result = root / f"{name}.json"
+            subprocess.run(
+                ["hyperfine", "-N", "--warmup", "10", "--runs", "100", "--export-json", str(result),
+                 "-n", name, f"{binary} run {script}", "-n", "lua5.4", f"lua5.4 {script}"],
+                check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, LMCP_HOME=str(home)),
+            )
+            r = {x["command"]: x["median"] * 1000 for x in json.loads(result.read_text())["results"]}
+            med[name] = r[name]
+            med[f"lua5.4 ({name})"] = r["lua5.4"]
+        lua = min(med["lua5.4 (empty)"], med["lua5.4 (full)"])
         print(f"lmcp run, empty library: {med['empty']:.2f} ms; 1,000 tools + 100 skills: {med['full']:.2f} ms; "
-              f"lua5.4: {med['lua5.4']:.2f} ms")
+              f"lua5.4: {med['lua5.4 (empty)']:.2f} / {med['lua5.4 (full)']:.2f} ms")
         print(f"full / empty {med['full'] / med['empty']:.2f}x (goal <= 1.5x), "
-              f"full / lua5.4 {med['full'] / med['lua5.4']:.2f}x (goal <= 2.5x)")
+              f"full / lua5.4 {med['full'] / med['lua5.4 (full)']:.2f}x (goal <= 2.5x; the faster lua5.4 run: "
+              f"{med['full'] / lua:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -670,6 +670,16 @@ impl Registry {
     /// Adds or replaces a saved program's tool whose schemas were checked in full when it was
     /// indexed (see `library::index`): the cheap checks only, its schema compiled on first use.
     pub(crate) fn restore(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
+        // only ever a saved program, and never in place of a tool of another kind
+        let taken = self
+            .get(&spec.name)
+            .is_some_and(|t| t.spec().kind != Kind::Workflow);
+        if spec.kind != Kind::Workflow || taken {
+            return Err(Error::Definition {
+                tool: spec.name.clone(),
+                message: "a saved program cannot take the place of a built-in tool".to_string(),
+            });
+        }
         self.replace(Self::build(spec, handler)?);
         Ok(())
     }
@@ -885,6 +895,18 @@ mod tests {
         assert_eq!(other.join().unwrap(), 2);
         assert_eq!(here, 1);
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_restored_program_never_takes_a_built_in_tools_place() {
+        let r = Registry::new();
+        r.register(spec("read_file"), noop()).unwrap();
+        let forged = spec("read_file").kind(Kind::Workflow);
+        assert!(r.restore(forged, noop()).is_err());
+        assert!(r.restore(spec("user_x"), noop()).is_err(), "only workflows");
+        r.restore(spec("user_x").kind(Kind::Workflow), noop())
+            .unwrap();
+        assert_eq!(r.get("read_file").unwrap().spec().kind, Kind::Leaf);
     }
 
     #[test]

@@ -533,3 +533,25 @@ fn a_mistyped_grant_key_is_named_on_every_command() {
     assert_eq!(code(&out), 1);
     assert_eq!(json_out(&out)["warnings"].as_array().unwrap().len(), 2);
 }
+
+/// A grant for a custom tool that does not exist (yet) is kept, and said so, with the closest
+/// saved name: a typo would otherwise deny nothing without a word.
+#[test]
+fn a_grant_for_a_custom_tool_not_saved_yet_is_warned_about() {
+    let home = tempfile::tempdir().unwrap();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tools");
+    let def = examples.join("user_calculate.json");
+    common::lmcp_ok(home.path(), &["tool", "create", def.to_str().unwrap()]);
+    let out = common::lmcp_ok(home.path(), &["grants", "deny", "user_calculat"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no custom tool `user_calculat` yet") && err.contains("`user_calculate`"),
+        "{err}"
+    );
+    let out = common::lmcp_ok(home.path(), &["grants", "deny", "user_calculate"]);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

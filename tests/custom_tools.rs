@@ -856,6 +856,11 @@ async fn the_library_index_stays_exact() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("was changed on disk"), "{e}");
+    // ...and loaded anew, in this host and in the index: the next call is confirmed as what
+    // it now is (a write), and a new start lists that, even with the file's stamp put back
+    let effect = |h: &Arc<lmcp::Host>| h.registry().get("user_calc").unwrap().spec().effect;
+    assert_eq!(effect(&listed), lmcp::registry::Effect::Write);
+    assert_eq!(effect(&open()), lmcp::registry::Effect::Write);
 
     // a file that does not load is warned about at every start, never indexed away
     std::fs::write(&file, b"{ not json").unwrap();

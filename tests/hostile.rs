@@ -211,7 +211,9 @@ async fn skill_tool_names_are_checked_before_anything_is_written() {
     )
     .await
     .unwrap_err();
-    assert!(e.contains("already the tool of `a / b__c`"), "{e}");
+    // refused for its name now (no double hyphens), before anything clashes
+    assert!(e.contains("single hyphens"), "{e}");
+    assert!(!t.home().join("data/skills/a--b").exists());
 }
 
 /// Writes `code` to `script` and runs it with `--timeout 1`.
@@ -825,4 +827,49 @@ fn serve_answers_bad_params_with_invalid_params() {
             .any(|l| l.contains("\"id\":8") && l.contains("\"value\":2")),
         "{got:?}"
     );
+}
+
+/// A client that stops the server with SIGTERM (or SIGINT) right after its last reply loses no
+/// history: the server ends as if stdin had closed, and writes what it recorded.
+#[cfg(unix)]
+#[test]
+fn serve_stopped_by_a_signal_keeps_its_history() {
+    use std::io::{BufRead, BufReader, Write};
+    for signal in ["-TERM", "-INT"] {
+        let home = tempfile::tempdir().unwrap();
+        let mut child = common::spawn(home.path(), &["serve"]);
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = vec![
+            common::initialize(json!(1)),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ];
+        for id in 2..7 {
+            lines.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "calculate", "arguments": {"expression": "1+1"}}}));
+        }
+        for l in lines {
+            stdin.write_all(format!("{l}\n").as_bytes()).unwrap();
+        }
+        stdin.flush().unwrap();
+        let replies = BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .take(6)
+            .count();
+        assert_eq!(replies, 6);
+        let killed = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{signal}: ended, not killed");
+        let history =
+            std::fs::read_to_string(home.path().join("data/history.jsonl")).unwrap_or_default();
+        assert_eq!(
+            history.lines().filter(|l| l.contains("calculate")).count(),
+            5,
+            "{signal}: {history}"
+        );
+        drop(stdin);
+    }
 }

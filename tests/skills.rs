@@ -581,3 +581,52 @@ async fn indexed_skills_follow_their_folders() {
         Some("Greets, edited by hand.")
     );
 }
+
+/// A script changed behind lmcp's back (even keeping its size and modification time, so the
+/// index still matches) never runs as what the gate confirmed: the call is refused and the
+/// skill is loaded anew, so the next call is confirmed for what the script now does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
+    let t = TestHost::new();
+    let read = "---@uses get_datetime\nreturn 1";
+    let write = "---@uses write_file  \nreturn 1";
+    assert_eq!(read.len(), write.len());
+    ok(
+        &t,
+        "skill_install",
+        json!({"skill_md": "---\nname: st\ndescription: d\n---\nx\n",
+               "scripts": [{"name": "go.lua", "code": read}]}),
+    )
+    .await;
+    let script = t.home().join("data/skills/st/scripts/go.lua");
+    let stamp = std::fs::metadata(&script).unwrap().modified().unwrap();
+    std::fs::write(&script, write).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&script)
+        .unwrap()
+        .set_modified(stamp)
+        .unwrap();
+    let h = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let effect =
+        |h: &std::sync::Arc<lmcp::Host>| h.registry().get("skill__st__go").unwrap().spec().effect;
+    assert_eq!(
+        effect(&h),
+        lmcp::registry::Effect::Read,
+        "from the stale index"
+    );
+    let e = common::call_yes(&h, "skill__st__go", json!({}))
+        .await
+        .unwrap_err();
+    assert!(e.contains("was changed on disk"), "{e}");
+    assert_eq!(effect(&h), lmcp::registry::Effect::Write, "loaded anew");
+    let again = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    assert_eq!(
+        effect(&again),
+        lmcp::registry::Effect::Write,
+        "indexed anew"
+    );
+    common::call_yes(&again, "skill__st__go", json!({}))
+        .await
+        .unwrap();
+}

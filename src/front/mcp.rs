@@ -665,6 +665,9 @@ async fn watch_library(host: Arc<Host>, profile: Profile) {
 }
 
 async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
+    // listened for before the session starts: a client stopping the server with SIGTERM (or a
+    // person with Ctrl-C) ends it like closing stdin does, so what it recorded is written
+    let stopped = stop_signals();
     let server = McpServer::new(host, profile);
     let (input, output) = rmcp::transport::stdio_pipes();
     let running = match server.serve(super::lines::filtered(input, output)).await {
@@ -677,11 +680,39 @@ async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
             )));
         }
     };
-    running
-        .waiting()
-        .await
-        .map_err(|e| Error::Usage(format!("the MCP session failed: {e}")))?;
+    tokio::select! {
+        done = running.waiting() => {
+            done.map_err(|e| Error::Usage(format!("the MCP session failed: {e}")))?;
+        }
+        () = stopped => {}
+    }
     Ok(0)
+}
+
+/// Resolves at the first SIGTERM or SIGINT (never where there are no such signals).
+fn stop_signals() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = wait(term) => {}
+                () = wait(int) => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    std::future::pending::<()>()
 }
 
 #[cfg(test)]

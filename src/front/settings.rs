@@ -19,8 +19,14 @@ pub(super) fn check_grant_key(host: &Host, key: &str) -> Result<()> {
     {
         return Ok(());
     }
-    // Saved tools (user_*) may not be loaded in this process; accept well-formed names of those.
+    // A rule may come before the custom tool it is for (denying what an agent might save);
+    // the look-up above loaded the library, so one that does not exist yet is said so.
     if key.starts_with("user_") && crate::registry::check_name(key).is_ok() {
+        host.warn(format!(
+            "there is no custom tool `{key}` yet; the rule applies once one is saved under \
+             that name{}",
+            host.registry().did_you_mean(key)
+        ));
         return Ok(());
     }
     Err(Error::Usage(format!(

@@ -89,6 +89,9 @@ impl Indexed {
     }
 }
 
+/// Largest index read; a bigger one is ignored (and replaced by the next load).
+const MAX_INDEX_BYTES: u64 = 64 << 20;
+
 fn path(host: &Host) -> PathBuf {
     host.paths().data_dir.join("library-index.json")
 }
@@ -105,7 +108,12 @@ impl Index {
     /// The stored index, or an empty one when there is none, it cannot be read or another
     /// lmcp version wrote it (everything is then compiled and indexed again).
     pub fn read(host: &Host) -> Index {
-        match store::read_json::<Index>(&path(host)) {
+        let path = path(host);
+        // far above any real library's (1,100 programs take 0.7 MB): not read into memory
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_INDEX_BYTES) {
+            return Index::new();
+        }
+        match store::read_json::<Index>(&path) {
             Ok(Some(index)) if index.version == env!("CARGO_PKG_VERSION") => index,
             _ => Index::new(),
         }

@@ -146,6 +146,11 @@ pub fn noted_custom_tool(host: &Host, path: &Path) {
     }
 }
 
+/// Drops a skill's library index entry: it is loaded (and checked) afresh next time.
+pub fn forget_skill(host: &Host, name: &str) {
+    index::Index::update(host, |i| &mut i.skills, name, None);
+}
+
 /// Like [`noted_custom_tool`], for a skill's folder after an install, removal or change.
 pub fn noted_skill(host: &Host, name: &str, dir: &Path) {
     let stamp = dir.exists().then(|| folder_stamp(dir));

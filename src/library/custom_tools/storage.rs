@@ -56,6 +56,7 @@ pub(in crate::library) fn load_indexed(
         let stamp = file_stamp(&path);
         if let Some(entry) = indexed.remove(&key).filter(|e| e.stamp == stamp)
             && let [tool] = entry.tools.as_slice()
+            && path.file_stem().is_some_and(|s| *s == *tool.name())
             && host
                 .registry()
                 .restore(tool.spec(), indexed_handler(path.clone()))

@@ -38,11 +38,17 @@ pub(in crate::library) fn indexed_handler(path: PathBuf) -> Handler {
                     let c = Arc::new(compile_stored(&inv.host, &path)?);
                     let registered = inv.host.registry().get(&c.spec.name);
                     if registered.is_none_or(|t| Indexed::of(t.spec()) != Indexed::of(&c.spec)) {
+                        // the gate confirmed the tool as it was listed, not as it is now: the
+                        // new one is registered (and indexed) for the calls to come, not run
+                        let name = c.spec.name.clone();
+                        inv.host
+                            .registry()
+                            .register_or_replace(c.spec.clone(), workflow_handler(c))?;
+                        crate::library::noted_custom_tool(&inv.host, &path);
                         return Err(Error::Refused(format!(
-                            "`{}` was changed on disk ({}) since lmcp loaded it; list the tools \
-                             again (or start lmcp again) and check the new definition before \
-                             calling it",
-                            c.spec.name,
+                            "`{name}` was changed on disk ({}) since lmcp listed it, so this \
+                             call did not run; it is loaded anew: check it (`lmcp tool show \
+                             {name}`) and call it again",
                             path.display()
                         )));
                     }

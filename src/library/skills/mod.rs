@@ -70,6 +70,7 @@ mod tests {
                 "---\nname: Bad_Name\ndescription: d\n---\n",
                 "lowercase letters",
             ),
+            ("---\nname: a--b\ndescription: d\n---\n", "single hyphens"),
             ("---\nname: ok\n---\n", "`description` is required"),
             (
                 "---\nname: ok\ndescription: d\nauthor: me\n---\n",

@@ -132,7 +132,9 @@ pub(super) fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
     }
 }
 
-/// Whether a skill name is valid: lowercase letters, digits and hyphens, 1-64 characters.
+/// Whether a skill name is valid: lowercase letters, digits and hyphens, 1-64 characters, no
+/// hyphen first, last or twice in a row (as the Agent Skills format has it). Two hyphens would
+/// also make one skill's tool names (`skill__a__b__x` for `a--b`) start like another's (`a`).
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
@@ -141,6 +143,7 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.starts_with('-')
         && !name.ends_with('-')
+        && !name.contains("--")
 }
 
 /// Longest skill description (as the Agent Skills format has it).
@@ -252,7 +255,7 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         return Err(bad(
             what,
             format!(
-                "`name` must be lowercase letters, digits and hyphens, at most 64 characters; got `{name}`"
+                "`name` must be lowercase letters, digits and single hyphens (not first or last), at most 64 characters; got `{name}`"
             ),
         ));
     }

@@ -374,6 +374,16 @@ pub fn recover(host: &Host) {
         if !valid_name(name) || !entry.path().is_dir() {
             continue;
         }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|d| d > std::time::Duration::from_secs(600));
+        // a young staging folder is an install at work: not waited for (every start runs this)
+        if kind == "tmp" && !stale {
+            continue;
+        }
         let Ok(_lock) = FileLock::acquire(&root.join(name)) else {
             continue;
         };
@@ -390,15 +400,7 @@ pub fn recover(host: &Host) {
                 let _ = std::fs::remove_dir_all(&path);
             }
             _ => {
-                let stale = entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|d| d > std::time::Duration::from_secs(600));
-                if stale {
-                    let _ = std::fs::remove_dir_all(&path);
-                }
+                let _ = std::fs::remove_dir_all(&path);
             }
         }
     }

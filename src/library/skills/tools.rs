@@ -140,14 +140,40 @@ pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<Too
     Ok(registered)
 }
 
-/// The handler of a skill's script tool: the script is read and checked again at each call.
+/// The handler of a skill's script tool: the script is read and checked again at each call,
+/// and runs only while it may call what the tool was listed (and confirmed) as calling.
 pub(super) fn script_handler(skill: &str, script: &str) -> Handler {
     let (skill, script) = (skill.to_string(), script.to_string());
     handler(move |inv| {
         let (skill, script) = (skill.clone(), script.clone());
         async move {
+            let program = Arc::new(script_program(&inv.host, &skill, &script)?);
+            let name = tool_name(&skill, &script);
+            let listed = inv.host.registry().get(&name);
+            let same = listed.is_some_and(|t| {
+                t.spec().capabilities.as_ref() == Some(&program.capabilities)
+                    && t.spec().input_schema == program.header().params_schema()
+            });
+            if !same {
+                // changed on disk since it was registered (same stamps, or before a sync):
+                // registered anew for the calls to come, not run as what the gate confirmed
+                match super::storage::load_one(&inv.host, &skill) {
+                    Some(_) => crate::library::noted_skill(
+                        &inv.host,
+                        &skill,
+                        &skill_dir(&inv.host, &skill),
+                    ),
+                    // not indexed: the next load tries (and warns) again
+                    None => crate::library::forget_skill(&inv.host, &skill),
+                }
+                return Err(Error::Refused(format!(
+                    "the `{script}` script of the skill `{skill}` was changed on disk since lmcp \
+                     listed `{name}`, so this call did not run; it is loaded anew: check it \
+                     (`lmcp tool show {name}`) and call it again"
+                )));
+            }
             let params = inv.args.as_object().cloned().unwrap_or_default();
-            call(&inv.host, &inv.ctx, &skill, &script, &params, None).await
+            call(&inv.host, &inv.ctx, &skill, &script, &params, Some(program)).await
         }
     })
 }
