@@ -253,3 +253,154 @@ fn types_for_an_editor_project() {
         Some(0)
     );
 }
+
+/// A script killed with SIGKILL mid-run is resumed from its journal: the writes it made are
+/// not made again (their files, removed meanwhile, stay gone), the rest run, and the result is
+/// the one a whole run gives. A changed script is not resumed; nor is a run in private mode.
+#[cfg(unix)]
+#[test]
+fn a_killed_script_resumes_without_repeating_its_steps() {
+    let home = tempfile::tempdir().unwrap();
+    let (h, work) = (home.path(), home.path().join("work"));
+    std::fs::create_dir_all(&work).unwrap();
+    common::lmcp_ok(h, &["roots", "add", work.to_str().unwrap()]);
+    let src = format!(
+        "---@param pause? boolean\n\
+         local n = 0\n\
+         for i = 1, 5 do\n\
+           local r = tools.write_file{{path = '{}/f' .. i .. '.txt', content = 'x' .. i}}\n\
+           n = n + r.bytes\n\
+           if i == 3 and params.pause then sleep(30) end\n\
+         end\n\
+         return n",
+        work.display()
+    );
+    let script = write(h, "steps.lua", &src);
+    let mut child = common::spawn(h, &["run", &script, "-p", "pause=true", "--yes"]);
+    let third = work.join("f3.txt");
+    let started = std::time::Instant::now();
+    while !third.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let runs = json_out(&lmcp(h, &["runs", "--json"]));
+    assert_eq!(runs[0]["state"], "unfinished", "{runs}");
+    assert_eq!(runs[0]["last_step"]["outcome"], "done", "{runs}");
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    for i in 1..=3 {
+        std::fs::remove_file(work.join(format!("f{i}.txt"))).unwrap();
+    }
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_out(&out)["result"], 10, "the recorded results count");
+    let made: Vec<bool> = (1..=5)
+        .map(|i| work.join(format!("f{i}.txt")).exists())
+        .collect();
+    assert_eq!(
+        made,
+        [false, false, false, true, true],
+        "steps 1-3 not run again"
+    );
+    let shown = json_out(&lmcp(h, &["runs", "show", &id, "--json"]));
+    assert_eq!(shown["state"], "done");
+    assert_eq!(shown["resumed"], 1);
+    assert_eq!(shown["step_list"].as_array().unwrap().len(), 5);
+
+    // the script changed: not resumed
+    std::fs::write(&script, format!("{src}\n-- changed")).unwrap();
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(1), "refused");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("changed since run"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // private mode keeps no journal, so it has nothing to resume
+    common::lmcp_ok(h, &["mode", "private", "on"]);
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("private mode keeps no run journals"));
+}
+
+/// A step the run died in (begun, no outcome) of a tool that is not idempotent is never run
+/// again silently: the resume stops there unless the person says --retry-unknown; and
+/// arguments that changed stop it too.
+#[test]
+fn a_step_of_unknown_outcome_needs_retry_unknown() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // workspace_create is not idempotent (each call makes another workspace)
+    let src = "---@param text? string\n\
+               for i = 1, 3 do\n\
+                 tools.workspace_create{name = (params.text or 'same') .. i}\n\
+               end\n\
+               return 'ok'";
+    let script = write(h, "unknown.lua", src);
+    common::lmcp_ok(h, &["run", &script, "--yes"]);
+    let id = json_out(&lmcp(h, &["runs", "--json"]))[0]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // the state a kill inside step 2 leaves: its start synced, nothing after it
+    let journal = h.join(format!("data/runs/{id}.jsonl"));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .take_while(|l| !(l.contains("\"step\":2") && l.contains("\"result\"")))
+        .collect();
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+    let shown = json_out(&lmcp(h, &["runs", "show", &id, "--json"]));
+    assert_eq!(shown["step_list"][1]["outcome"], "unknown", "{shown}");
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("may or may not have happened") && err.contains("--retry-unknown"),
+        "{err}"
+    );
+    // other inputs: the first step no longer matches
+    let out = lmcp(
+        h,
+        &[
+            "run",
+            &script,
+            "--yes",
+            "--resume",
+            &id,
+            "--retry-unknown",
+            "-p",
+            "text=other",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped at step 1"));
+    let out = lmcp(
+        h,
+        &["run", &script, "--yes", "--resume", &id, "--retry-unknown"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // the first run made three; the resume hands step 1 back and runs steps 2 (again) and 3
+    // (whose lines went with the cut): five in all, one `same1`
+    let listed = json_out(&lmcp(h, &["call", "workspace_list", "{}", "--json"]));
+    let names: Vec<&str> = listed["result"]["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 5, "{listed}");
+    assert_eq!(names.iter().filter(|n| **n == "same1").count(), 1);
+}

@@ -110,6 +110,11 @@ pub enum Command {
     /// Send waiting friction reports, or show every report sent or waiting.
     #[command(subcommand)]
     Friction(FrictionCommand),
+    /// List the runs of scripts kept in journals (newest first), or show one: `runs show ID`.
+    Runs {
+        #[command(subcommand)]
+        action: Option<RunsCommand>,
+    },
     /// Show the most recent calls (shapes only, never values).
     History {
         /// How many calls to show.
@@ -219,6 +224,24 @@ pub struct RunArgs {
     /// For a manifest: run only if the plan still has this hash (what a person approved).
     #[arg(long, value_name = "HASH")]
     pub plan_hash: Option<String>,
+    /// Resume run ID (`lmcp runs`): its done steps hand back their results without running.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+    /// With --resume: run again a step the run died in (it may have happened once already).
+    #[arg(long, requires = "resume")]
+    pub retry_unknown: bool,
+}
+
+/// `lmcp runs ...`
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List the runs, newest first: id, program, started, state, last step.
+    List,
+    /// Show one run and each of its state-changing steps.
+    Show {
+        /// The run's id.
+        id: String,
+    },
 }
 
 /// `lmcp grants ...`
@@ -460,6 +483,13 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         }
         Command::Call(args) => call(host, args, json).await,
         Command::Run(args) if args.file.extension().is_some_and(|e| e == "json") => {
+            if args.resume.is_some() {
+                return Err(Error::Usage(
+                    "--resume applies to Lua scripts (`lmcp run FILE.lua --resume ID`); a \
+                     recipe manifest is run anew"
+                        .into(),
+                ));
+            }
             super::recipe::run_manifest(
                 host,
                 &args.file,
@@ -479,6 +509,9 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),
         Command::Roots { action } => roots(host, action.unwrap_or(RootsCommand::List), json),
         Command::History { count } => history(host, count, json),
+        Command::Runs { action } => {
+            super::run::runs(host, action.unwrap_or(RunsCommand::List), json)
+        }
         Command::Signals { action } => {
             signals(host, action.unwrap_or(SignalsCommand::Status), json)
         }

@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::cli::RunArgs;
+use sha2::Digest;
+
+use super::cli::{RunArgs, RunsCommand};
 use super::door::{cancel_on_ctrl_c, emit, run_confirmation, timeout_arg};
 use crate::error::{Error, Result};
+use crate::gate::journal::{Journal, RunLog};
 use crate::gate::{CallContext, Origin, Preview};
 use crate::host::Host;
 use crate::program::header::Header;
@@ -53,14 +56,23 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         }),
     };
     let (mode, confirmer) = run_confirmation(args.yes);
-    let ctx = CallContext::root(Origin::Cli, mode).with_confirmer(confirmer);
+    let mut ctx = CallContext::root(Origin::Cli, mode).with_confirmer(confirmer);
+    let journal = journal_for(host, &args, mode, &program)?;
+    if let Some(j) = &journal {
+        ctx = ctx.with_journal(Arc::clone(j));
+    }
     cancel_on_ctrl_c(&ctx);
     let output = if json {
         Output::Capture
     } else {
         Output::Terminal
     };
-    let outcome = match run_lua(host, &ctx, &program, params, output).await {
+    let run_id = journal.as_ref().map(|j| j.id().to_string());
+    let ran = run_lua(host, &ctx, &program, params, output).await;
+    if let Some(j) = &journal {
+        j.end(if ran.is_ok() { "done" } else { "failed" });
+    }
+    let outcome = match ran {
         Ok(o) => o,
         Err(failure) if json => {
             let e = &failure.error;
@@ -69,6 +81,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
                 "error": e.to_json(),
                 "previews": failure.previews,
                 "output": failure.output,
+                "run": run_id,
             });
             emit(true, &value, String::new);
             return Ok(e.exit_code());
@@ -78,6 +91,13 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
                 // previews first, then the error (printed by main, escaped)
                 errw!("{}", render(&Value::Null, &failure.previews));
             }
+            if let Some(id) = &run_id {
+                errln!(
+                    "run {id} failed; after fixing the cause, go on from where it stopped with \
+                     `lmcp run {} --resume {id}`",
+                    shell_word(&path.display().to_string())
+                );
+            }
             return Err(failure.error);
         }
     };
@@ -86,8 +106,124 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         "result": outcome.value,
         "previews": outcome.previews,
         "output": outcome.output,
+        "run": run_id,
     });
     emit(json, &value, || render(&outcome.value, &outcome.previews));
+    Ok(0)
+}
+
+/// The journal a confirmed run keeps (none in preview or private mode), new or resumed.
+fn journal_for(
+    host: &Host,
+    args: &RunArgs,
+    mode: crate::gate::ConfirmMode,
+    program: &Program,
+) -> Result<Option<Arc<Journal>>> {
+    let private = host.config().modes.private;
+    let Body::Lua(body) = &program.body else {
+        return Ok(None);
+    };
+    let fingerprint = format!("{:x}", sha2::Sha256::digest(body.source.as_bytes()));
+    match &args.resume {
+        Some(_) if private => Err(Error::Usage(
+            "private mode keeps no run journals, so there is no run to resume; turn it off \
+             with `lmcp mode private off` for the runs to come"
+                .into(),
+        )),
+        Some(_) if mode == crate::gate::ConfirmMode::Preview => Err(Error::Usage(
+            "a resumed run goes on for real: add --yes (or run it on a terminal to be asked)"
+                .into(),
+        )),
+        Some(id) => Ok(Some(Arc::new(Journal::resume(
+            host,
+            id,
+            &program.name,
+            &fingerprint,
+            args.retry_unknown,
+        )?))),
+        None if private || mode == crate::gate::ConfirmMode::Preview => Ok(None),
+        None => Ok(Some(Arc::new(Journal::start(
+            host,
+            &program.name,
+            &fingerprint,
+        )?))),
+    }
+}
+
+/// A path as one shell word (quoted when it needs to be), for a command to copy.
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// `lmcp runs` and `lmcp runs show ID`.
+pub fn runs(host: &Arc<Host>, action: RunsCommand, json: bool) -> Result<u8> {
+    match action {
+        RunsCommand::List => {
+            let runs = RunLog::all(host);
+            let value = Value::Array(runs.iter().map(|r| r.to_json(false)).collect());
+            emit(json, &value, || {
+                if runs.is_empty() {
+                    return "no runs kept yet: confirmed `lmcp run` scripts keep a journal\n"
+                        .to_string();
+                }
+                let rows: Vec<Vec<String>> = runs
+                    .iter()
+                    .map(|r| {
+                        let v = r.to_json(false);
+                        let last = v["last_step"].as_object().map_or(String::new(), |s| {
+                            format!(
+                                "{} {} ({})",
+                                s["step"],
+                                s["tool"].as_str().unwrap_or(""),
+                                s["outcome"].as_str().unwrap_or("")
+                            )
+                        });
+                        vec![
+                            r.id.clone(),
+                            escape_controls(&r.program).into_owned(),
+                            r.started.clone(),
+                            r.state.clone(),
+                            last,
+                        ]
+                    })
+                    .collect();
+                super::door::table(&["RUN", "PROGRAM", "STARTED", "STATE", "LAST STEP"], &rows)
+            });
+        }
+        RunsCommand::Show { id } => {
+            let run = RunLog::read(host, &id)?;
+            let value = run.to_json(true);
+            emit(json, &value, || {
+                let mut out = format!(
+                    "run {} of {}, started {}: {}{}\n",
+                    run.id,
+                    escape_controls(&run.program),
+                    run.started,
+                    run.state,
+                    if run.resumed > 0 {
+                        format!(" (resumed {} time(s))", run.resumed)
+                    } else {
+                        String::new()
+                    }
+                );
+                for s in value["step_list"].as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        "  {:>4}  {}  {}\n",
+                        s["step"],
+                        s["tool"].as_str().unwrap_or(""),
+                        s["outcome"].as_str().unwrap_or("")
+                    ));
+                }
+                out
+            });
+        }
+    }
     Ok(0)
 }
 

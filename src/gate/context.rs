@@ -106,6 +106,8 @@ pub struct CallContext {
     plan: Option<Arc<Plan>>,
     /// Values never shown in this call tree's previews and prompts (a skill's secrets).
     secrets: Option<Arc<Vec<String>>>,
+    /// The journal of the run this call is part of, if it keeps one.
+    journal: Option<Arc<super::journal::Journal>>,
 }
 
 impl fmt::Debug for CallContext {
@@ -137,6 +139,7 @@ impl CallContext {
             restrictions: None,
             approval: None,
             plan: None,
+            journal: None,
             secrets: None,
         }
     }
@@ -194,6 +197,7 @@ impl CallContext {
             approval: self.approval.clone(),
             plan: self.plan.clone(),
             secrets: self.secrets.clone(),
+            journal: self.journal.clone(),
         }
     }
 
@@ -326,6 +330,17 @@ impl CallContext {
     /// The plan a runner records into, if any.
     pub fn plan(&self) -> Option<&Arc<Plan>> {
         self.plan.as_ref()
+    }
+
+    /// Journals this call tree's state-changing calls in `journal` (a confirmed run's).
+    pub fn with_journal(mut self, journal: Arc<super::journal::Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The journal of the run, if it keeps one.
+    pub fn journal(&self) -> Option<&Arc<super::journal::Journal>> {
+        self.journal.as_ref()
     }
 }
 

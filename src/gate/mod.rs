@@ -31,6 +31,7 @@ mod approval;
 mod confirm;
 mod context;
 mod history;
+pub mod journal;
 mod plan;
 
 pub use approval::{Approval, ShownCall};
@@ -323,6 +324,20 @@ async fn decide_and_run(
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Outcome::Failed(Error::Timeout { after: budget });
     }
+    // a journaled run: a state-changing call done in the run being resumed is not run again
+    let journaled = match ctx.journal().filter(|_| plan_entry) {
+        None => None,
+        Some(j) => match j.step(name, &args, spec.annotations.idempotent_hint) {
+            journal::Step::Replay(v) => return Outcome::Done(v),
+            journal::Step::Refuse(why) => return Outcome::Failed(Error::Refused(why)),
+            journal::Step::Run(n) => {
+                if let Err(e) = j.started(n, name, &args) {
+                    return Outcome::Failed(e);
+                }
+                Some((Arc::clone(j), n, ctx.secrets().to_vec()))
+            }
+        },
+    };
     let invocation = Invocation {
         args,
         ctx,
@@ -341,6 +356,9 @@ async fn decide_and_run(
             _ = sleep_until(deadline) => Err(Error::Timeout { after: budget }),
         },
     };
+    if let Some((journal, n, secrets)) = journaled {
+        journal.finished(n, result.as_ref(), &secrets);
+    }
     match result {
         Ok(v) => Outcome::Done(v),
         Err(e) => Outcome::Failed(e),
