@@ -164,18 +164,25 @@ pub struct StepFailure {
     pub message: String,
     /// `{id, tool, status, result}` of each completed step.
     pub completed: Vec<serde_json::Value>,
+    /// The run's journal id, when it kept one: resuming it goes on from the failed step.
+    pub run: Option<String>,
 }
 
 impl std::fmt::Display for StepFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} stopped at step `{}` ({}): {}{}",
+            "{} stopped at step `{}` ({}): {}{}{}",
             self.program,
             self.step,
             self.tool,
             self.message,
-            completed_note(&self.completed)
+            completed_note(&self.completed),
+            match &self.run {
+                Some(id) =>
+                    format!("; this is run {id}, which can be resumed once the cause is fixed"),
+                None => String::new(),
+            }
         )
     }
 }
@@ -275,6 +282,7 @@ impl Error {
             Error::StepFailed(f) => Some(serde_json::json!({
                 "failed_step": {"id": f.step, "tool": f.tool, "error": {"class": f.class, "message": f.message}},
                 "completed_steps": f.completed,
+                "run": f.run,
             })),
             Error::Reported { result, .. } => Some((**result).clone()),
             _ => None,

@@ -7,13 +7,15 @@
 //! | module       | its job                                                                  |
 //! |--------------|--------------------------------------------------------------------------|
 //! | [`host`]     | `Host`: config + store + registry + gate; `Host::call`, the one way in    |
-//! | [`gate`]     | the gate's stages, call context, confirmation, approvals, plans, history |
+//! | [`gate`]     | the gate's stages, call context, confirmation, approvals, plans, history,|
+//! |              | run journals (resume)                                                    |
 //! | [`registry`] | `ToolSpec` (schema, effect, kind, profile, annotations, availability)    |
 //! | [`config`]   | persisted grants, modes, roots, disabled tools and limits                |
 //! | [`store`]    | paths (`LMCP_HOME` or the platform's), atomic writes, file locks          |
 //! | [`script`]   | the Lua engine: sandboxed VM, limit hook, compile checks, the `tools`    |
 //! |              | bridge, stdlib, the editor definitions                                   |
-//! | [`library`]  | saved programs: custom tools, recipes, skills (formats, stores, tools)   |
+//! | [`library`]  | saved programs: custom tools, recipes, skills (formats, stores, tools), |
+//! |              | loaded when first needed, from the library index                         |
 //! | [`program`]  | `Program` (params, capabilities, steps or Lua), its scope and effect,   |
 //! |              | the one check, the header, and one runner per engine                     |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command,        |

@@ -656,3 +656,67 @@ fn recipes_survive_a_restart_and_a_corrupt_file_hides_nothing() {
         "{journal}"
     );
 }
+
+/// A recipe whose third step fails is fixed and resumed: its first two steps (a write and a
+/// workspace made, the counter) are handed back, not run again; over MCP too, `recipe_run`
+/// takes `resume` and a confirmed run names its run id.
+#[test]
+fn a_failed_recipe_resumes_from_its_failed_step() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let (work, later) = (h.join("work"), h.join("later"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&later).unwrap();
+    common::lmcp_ok(h, &["roots", "add", work.to_str().unwrap()]);
+    let manifest = json!({
+        "name": "three steps",
+        "description": "a write, a counter, then a write outside the roots",
+        "schema_version": 1,
+        "steps": [
+            {"tool": "write_file", "args": {"path": work.join("a.txt"), "content": "one"}},
+            {"tool": "workspace_create", "args": {"name": "counter"}},
+            {"tool": "write_file", "args": {"path": later.join("b.txt"), "content": "three"}}
+        ]
+    });
+    let file = h.join("three.json");
+    std::fs::write(&file, manifest.to_string()).unwrap();
+    let file = file.to_str().unwrap();
+    let out = lmcp(h, &["run", file, "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let runs = json_out(&lmcp(h, &["runs", "--json"]));
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    assert!(err.contains(&format!("this is run {id}")), "{err}");
+    assert_eq!(runs[0]["state"], "failed");
+    // the cause fixed; what the first run did is undone by hand, to see it is not done again
+    common::lmcp_ok(h, &["roots", "add", later.to_str().unwrap()]);
+    std::fs::remove_file(work.join("a.txt")).unwrap();
+    let out = lmcp(h, &["run", file, "--yes", "--resume", &id, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_out(&out)["run"], id.as_str());
+    assert!(!work.join("a.txt").exists(), "step 1 not run again");
+    assert!(later.join("b.txt").exists(), "step 3 ran");
+    let listed = json_out(&lmcp(h, &["call", "workspace_list", "{}", "--json"]));
+    assert_eq!(
+        listed["result"]["workspaces"].as_array().unwrap().len(),
+        1,
+        "step 2 not run again: {listed}"
+    );
+    assert_eq!(
+        json_out(&lmcp(h, &["runs", "show", &id, "--json"]))["state"],
+        "done"
+    );
+    // the same through the recipe_run tool (what MCP clients call): resume a finished run
+    // of a changed manifest is refused
+    let mut changed = manifest.clone();
+    changed["steps"][0]["args"]["content"] = json!("other");
+    let args = json!({"manifest": changed, "confirm": true, "resume": id});
+    let out = lmcp(h, &["call", "recipe_run", &args.to_string(), "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("changed since run"));
+}

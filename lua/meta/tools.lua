@@ -330,13 +330,16 @@ function tools.recipe_list(args) end
 ---@field params? table
 ---@field confirm? boolean
 ---@field plan_hash? string
+---@field resume? string The id of a confirmed run that failed or was cut short: its done steps hand back their results without running
+---@field retry_unknown? boolean With resume: run again a step the run died in (it may have happened once already)
 ---Run a saved recipe by name (or an unsaved one given as `manifest`) with its params. Without
 ---confirm: true it is a plan: read steps run, state-changing calls are previewed (those of nested
 ---programs too), and the result lists each step with its resolved arguments, effect and status
 ---plus a plan_hash. With confirm: true it runs for real; pass the plan_hash a person approved and
 ---nothing runs unless the plan still matches, and only the calls it showed may run. A failing step
----stops the run (a plan too) and returns the completed steps with the error. The effect of a call
----is that of the recipe's tools.
+---stops the run (a plan too) and returns the completed steps with the error. A confirmed run keeps
+---a journal and names its `run` id; give that id as `resume` to go on after a failure: done steps
+---hand back their results without running. The effect of a call is that of the recipe's tools.
 ---effect: write
 ---@param args? recipe_run_args
 ---@return any|Preview

@@ -483,23 +483,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         }
         Command::Call(args) => call(host, args, json).await,
         Command::Run(args) if args.file.extension().is_some_and(|e| e == "json") => {
-            if args.resume.is_some() {
-                return Err(Error::Usage(
-                    "--resume applies to Lua scripts (`lmcp run FILE.lua --resume ID`); a \
-                     recipe manifest is run anew"
-                        .into(),
-                ));
-            }
-            super::recipe::run_manifest(
-                host,
-                &args.file,
-                &args.params,
-                args.yes,
-                args.plan_hash.as_deref(),
-                args.timeout,
-                json,
-            )
-            .await
+            super::recipe::run_manifest(host, &args, json).await
         }
         Command::Run(args) => super::run::run_file(host, args, json).await,
         Command::Recipe(command) => super::recipe::recipe(host, command, json).await,

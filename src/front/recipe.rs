@@ -45,6 +45,12 @@ pub enum RecipeCommand {
         /// Run only if the plan still has this hash (what a person approved).
         #[arg(long, value_name = "HASH")]
         plan_hash: Option<String>,
+        /// Resume run ID (`lmcp runs`): its done steps hand back their results without running.
+        #[arg(long, value_name = "ID", requires = "yes")]
+        resume: Option<String>,
+        /// With --resume: run again a step the run died in (it may have happened once already).
+        #[arg(long, requires = "resume")]
+        retry_unknown: bool,
     },
     /// Write a portable bundle of a recipe.
     Export {
@@ -145,6 +151,8 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             params,
             yes,
             plan_hash,
+            resume,
+            retry_unknown,
         } => {
             let got = done(gated(host, "recipe_get", json!({"name": name}), false, false).await)?;
             let given = typed_params(&got["manifest"], &params)?;
@@ -152,6 +160,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
             if let Some(h) = &plan_hash {
                 args["plan_hash"] = json!(h);
             }
+            resume_args(&mut args, resume.as_deref(), retry_unknown);
             let report = done(gated(host, "recipe_run", args.clone(), yes, !json).await)?;
             if json {
                 emit(true, &report, String::new);
@@ -479,23 +488,26 @@ fn render_import(report: &Value) -> String {
 }
 
 /// `lmcp run FILE.json`: runs a manifest without saving it.
-pub async fn run_manifest(
-    host: &Arc<Host>,
-    file: &Path,
-    params: &[String],
-    yes: bool,
-    plan_hash: Option<&str>,
-    timeout: Option<f64>,
-    json: bool,
-) -> Result<u8> {
-    let timeout = super::door::timeout_arg(timeout)?;
+/// Adds `resume` and `retry_unknown` to `recipe_run` arguments.
+fn resume_args(args: &mut Value, resume: Option<&str>, retry_unknown: bool) {
+    if let Some(id) = resume {
+        args["resume"] = json!(id);
+        args["retry_unknown"] = json!(retry_unknown);
+    }
+}
+
+/// `lmcp run FILE.json`: runs a recipe manifest (through `recipe_run`, like a saved one).
+pub async fn run_manifest(host: &Arc<Host>, run: &super::cli::RunArgs, json: bool) -> Result<u8> {
+    let (file, params, yes) = (&run.file, &run.params, run.yes);
+    let timeout = super::door::timeout_arg(run.timeout)?;
     let manifest = manifest_from_file(file)?;
     let given = typed_params(&manifest, params)?;
     // Through the gate like any run of a recipe: a deny on recipe_run stops it too.
     let mut args = json!({"manifest": manifest, "params": given, "confirm": yes});
-    if let Some(h) = plan_hash {
+    if let Some(h) = &run.plan_hash {
         args["plan_hash"] = json!(h);
     }
+    resume_args(&mut args, run.resume.as_deref(), run.retry_unknown);
     let outcome = super::door::gated_within(
         host,
         "recipe_run",

@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use sha2::Digest;
-
 use super::cli::{RunArgs, RunsCommand};
 use super::door::{cancel_on_ctrl_c, emit, run_confirmation, timeout_arg};
 use crate::error::{Error, Result};
@@ -120,10 +118,7 @@ fn journal_for(
     program: &Program,
 ) -> Result<Option<Arc<Journal>>> {
     let private = host.config().modes.private;
-    let Body::Lua(body) = &program.body else {
-        return Ok(None);
-    };
-    let fingerprint = format!("{:x}", sha2::Sha256::digest(body.source.as_bytes()));
+    let fingerprint = program.fingerprint();
     match &args.resume {
         Some(_) if private => Err(Error::Usage(
             "private mode keeps no run journals, so there is no run to resume; turn it off \

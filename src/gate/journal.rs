@@ -17,7 +17,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::store;
 
-/// Results larger than this are kept as a hash only; a resume cannot hand such a step's result
+/// Results larger than this are not kept (their size is); a resume cannot hand such a step's result
 /// back, and says so.
 const MAX_KEPT_RESULT: usize = 1 << 20;
 
@@ -37,38 +37,55 @@ pub fn runs_dir(host: &Host) -> PathBuf {
 
 /// A hash of a JSON value that does not depend on the order of object keys.
 pub fn value_hash(v: &Value) -> String {
-    fn canonical(v: &Value, out: &mut String) {
+    fn feed(v: &Value, h: &mut Sha256) {
         match v {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                out.push('{');
+                h.update(b"{");
                 for (i, k) in keys.into_iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        h.update(b",");
                     }
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    canonical(&m[k], out);
+                    feed_str(k, h);
+                    h.update(b":");
+                    feed(&m[k], h);
                 }
-                out.push('}');
+                h.update(b"}");
             }
             Value::Array(a) => {
-                out.push('[');
+                h.update(b"[");
                 for (i, x) in a.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        h.update(b",");
                     }
-                    canonical(x, out);
+                    feed(x, h);
                 }
-                out.push(']');
+                h.update(b"]");
             }
-            other => out.push_str(&other.to_string()),
+            // scalars as JSON writes them, so the hash is that of the canonical text
+            scalar => {
+                let _ = serde_json::to_writer(HashWriter(h), scalar);
+            }
         }
     }
-    let mut text = String::new();
-    canonical(v, &mut text);
-    format!("{:x}", Sha256::digest(text.as_bytes()))
+    fn feed_str(s: &str, h: &mut Sha256) {
+        let _ = serde_json::to_writer(HashWriter(h), s);
+    }
+    /// Writes into the hash, so nothing is written out first.
+    struct HashWriter<'a>(&'a mut Sha256);
+    impl std::io::Write for HashWriter<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Sha256::new();
+    feed(v, &mut h);
+    format!("{:x}", h.finalize())
 }
 
 /// A step as an earlier run recorded it.
@@ -102,9 +119,72 @@ pub(crate) enum Step {
 pub struct Journal {
     id: String,
     path: PathBuf,
-    file: Mutex<File>,
+    file: Arc<Mutex<Writer>>,
     state: Mutex<Cursor>,
     retry_unknown: bool,
+}
+
+/// The journal file, written through a buffer: lines reach the file within [`FLUSH_EVERY`]
+/// (a background thread flushes), or at once where a step's safety needs it synced.
+#[derive(Debug)]
+struct Writer {
+    out: std::io::BufWriter<File>,
+    dirty: bool,
+    /// The line being made (kept, so a step costs no allocation for it).
+    scratch: Vec<u8>,
+}
+
+/// How soon a journal line reaches the file (and so survives a kill of the process). A line
+/// lost to a kill in that time is an idempotent step's (run again on a resume, harmlessly) or
+/// an outcome (the step is then unknown: the careful side).
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl Writer {
+    fn open(file: File) -> Arc<Mutex<Writer>> {
+        let writer = Arc::new(Mutex::new(Writer {
+            out: std::io::BufWriter::with_capacity(64 << 10, file),
+            dirty: false,
+            scratch: Vec::new(),
+        }));
+        let weak = Arc::downgrade(&writer);
+        // ends with the journal
+        let _ = std::thread::Builder::new()
+            .name("lmcp-journal".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(FLUSH_EVERY);
+                    let Some(w) = weak.upgrade() else { return };
+                    let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+                    if w.dirty {
+                        let _ = w.out.flush();
+                        w.dirty = false;
+                    }
+                }
+            });
+        writer
+    }
+
+    /// Appends one line; `sync` flushes it and syncs the file before returning.
+    fn line(&mut self, path: &Path, v: &Value, sync: bool) -> Result<()> {
+        self.scratch.clear();
+        let _ = serde_json::to_writer(&mut self.scratch, v);
+        self.commit(path, sync)
+    }
+
+    /// Appends the line in `scratch`; `sync` as for [`Writer::line`].
+    fn commit(&mut self, path: &Path, sync: bool) -> Result<()> {
+        self.scratch.push(b'\n');
+        let written = self.out.write_all(&self.scratch).and_then(|()| {
+            if sync {
+                self.out.flush()?;
+                self.out.get_ref().sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        self.dirty = !sync;
+        written.map_err(|e| Error::io(path, e))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -121,14 +201,6 @@ fn new_id() -> String {
     format!("{now}-{}", &tail[..6])
 }
 
-fn line(file: &mut File, path: &Path, v: &Value, sync: bool) -> Result<()> {
-    let mut text = v.to_string();
-    text.push('\n');
-    file.write_all(text.as_bytes())
-        .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
-        .map_err(|e| Error::io(path, e))
-}
-
 impl Journal {
     /// Starts the journal of a new run of `program` (`fingerprint`: a hash of its source).
     pub fn start(host: &Host, program: &str, fingerprint: &str) -> Result<Journal> {
@@ -136,18 +208,19 @@ impl Journal {
         store::ensure_dir(&dir)?;
         let id = new_id();
         let path = dir.join(format!("{id}.jsonl"));
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create_new(true)
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
+        let file = Writer::open(file);
         let header = json!({"run": id, "program": program, "fingerprint": fingerprint, "started": store::timestamp()});
-        line(&mut file, &path, &header, true)?;
+        lock(&file).line(&path, &header, true)?;
         store::sync_dir(&dir);
         Ok(Journal {
             id,
             path,
-            file: Mutex::new(file),
+            file,
             state: Mutex::new(Cursor {
                 next: 1,
                 replay: Vec::new(),
@@ -178,20 +251,16 @@ impl Journal {
                  anew (without --resume)"
             )));
         }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .append(true)
             .open(&log.path)
             .map_err(|e| Error::io(&log.path, e))?;
-        line(
-            &mut file,
-            &log.path,
-            &json!({"resumed": store::timestamp()}),
-            true,
-        )?;
+        let file = Writer::open(file);
+        lock(&file).line(&log.path, &json!({"resumed": store::timestamp()}), true)?;
         Ok(Journal {
             id: id.to_string(),
             path: log.path,
-            file: Mutex::new(file),
+            file,
             state: Mutex::new(Cursor {
                 next: 1,
                 replay: log.steps,
@@ -244,13 +313,17 @@ impl Journal {
         }
     }
 
-    /// Records that step `n` is about to run (synced first: a step that was running when the
-    /// process died is then known to be unknown).
-    pub(crate) fn started(&self, n: u64, tool: &str, args: &Value) -> Result<()> {
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let entry =
-            json!({"step": n, "tool": tool, "args": value_hash(args), "at": store::timestamp()});
-        line(&mut file, &self.path, &entry, true)
+    /// Records that step `n` is about to run. For a tool that is not idempotent the line is
+    /// synced before it runs, so a step the process died in is known to be unknown; an
+    /// idempotent one may run again on a resume anyway, so it costs no sync.
+    pub(crate) fn started(&self, n: u64, tool: &str, args: &Value, idempotent: bool) -> Result<()> {
+        let hash = value_hash(args);
+        let mut w = lock(&self.file);
+        w.scratch.clear();
+        let _ = write!(w.scratch, "{{\"step\":{n},\"tool\":");
+        let _ = serde_json::to_writer(&mut w.scratch, tool);
+        let _ = write!(w.scratch, ",\"args\":\"{hash}\"}}");
+        w.commit(&self.path, !idempotent)
     }
 
     /// Records step `n`'s outcome: its result (masked) or that it failed.
@@ -260,33 +333,48 @@ impl Journal {
         result: std::result::Result<&Value, &Error>,
         secrets: &[String],
     ) {
-        let entry = match result {
+        let mut w = lock(&self.file);
+        w.scratch.clear();
+        match result {
             Ok(v) => {
-                let v = crate::text::redact_json(v, secrets);
-                let text = v.to_string();
-                if text.len() > MAX_KEPT_RESULT {
-                    json!({"step": n, "result_hash": format!("{:x}", Sha256::digest(text.as_bytes()))})
+                let masked;
+                let v = if secrets.is_empty() {
+                    v
                 } else {
-                    json!({"step": n, "result": v})
+                    masked = crate::text::redact_json(v, secrets);
+                    &masked
+                };
+                let _ = write!(w.scratch, "{{\"step\":{n},\"result\":");
+                let start = w.scratch.len();
+                let _ = serde_json::to_writer(&mut w.scratch, v);
+                let size = w.scratch.len() - start;
+                if size > MAX_KEPT_RESULT {
+                    w.scratch.clear();
+                    let _ = write!(w.scratch, "{{\"step\":{n},\"result_too_large\":{size}");
                 }
+                w.scratch.push(b'}');
             }
-            Err(e) => json!({"step": n, "failed": crate::text::redact(&e.to_string(), secrets)}),
-        };
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            Err(e) => {
+                let message = Value::from(crate::text::redact(&e.to_string(), secrets).as_ref());
+                let _ = write!(w.scratch, "{{\"step\":{n},\"failed\":{message}}}");
+            }
+        }
         // not synced: an outcome lost in a crash leaves the step unknown, the careful side
-        let _ = line(&mut file, &self.path, &entry, false);
+        let _ = w.commit(&self.path, false);
     }
 
-    /// Records how the run ended.
+    /// Records how the run ended (synced, with everything before it).
     pub fn end(&self, outcome: &str) {
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = line(
-            &mut file,
+        let _ = lock(&self.file).line(
             &self.path,
             &json!({"end": outcome, "at": store::timestamp()}),
             true,
         );
     }
+}
+
+fn lock(file: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
+    file.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A run journal as read back: for `lmcp runs` and for resuming.
@@ -369,7 +457,7 @@ impl RunLog {
             } else if let Some(step) = log.steps.get_mut(i) {
                 step.outcome = if let Some(v) = l.get("result") {
                     Some(Done::Result(v.clone()))
-                } else if l.get("result_hash").is_some() {
+                } else if l.get("result_too_large").is_some() {
                     Some(Done::TooLarge)
                 } else {
                     l.get("failed").map(|_| Done::Failed)

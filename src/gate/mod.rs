@@ -331,7 +331,7 @@ async fn decide_and_run(
             journal::Step::Replay(v) => return Outcome::Done(v),
             journal::Step::Refuse(why) => return Outcome::Failed(Error::Refused(why)),
             journal::Step::Run(n) => {
-                if let Err(e) = j.started(n, name, &args) {
+                if let Err(e) = j.started(n, name, &args, spec.annotations.idempotent_hint) {
                     return Outcome::Failed(e);
                 }
                 Some((Arc::clone(j), n, ctx.secrets().to_vec()))

@@ -167,6 +167,14 @@ impl Program {
         Scope::of(registry, &self.capabilities, for_real)
     }
 
+    /// A hash of what the program is (name, parameters, body): a run journal is resumed only
+    /// by the program it was made by.
+    pub fn fingerprint(&self) -> String {
+        use sha2::Digest;
+        let text = format!("{}\n{:?}\n{:?}", self.name, self.params, self.body);
+        format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
+    }
+
     /// The header view of the parameters, for binding and `k=v` parsing.
     pub fn header(&self) -> Header {
         Header {

@@ -88,6 +88,9 @@ pub struct RunReport {
     /// The previewed calls of a Lua program, as programs see them.
     #[serde(skip)]
     pub previews: Vec<Value>,
+    /// The run's journal id, when it kept one (a confirmed run of a recipe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 /// One segment of a result path.
@@ -278,6 +281,7 @@ pub fn step_failed(
         class: error.class().to_string(),
         message: error.to_string(),
         completed: done.iter().map(StepRecord::summary).collect(),
+        run: None,
     }))
 }
 
@@ -379,6 +383,7 @@ async fn run_body(
         output: String::new(),
         records: Vec::new(),
         previews: Vec::new(),
+        run: None,
     };
     match &program.body {
         Body::Lua(_) => {

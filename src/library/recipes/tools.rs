@@ -10,6 +10,7 @@ use super::storage::{delete, list, load, save};
 use super::{Recipe, check, parse_manifest};
 
 use crate::error::{Error, Result};
+use crate::gate::journal::Journal;
 use crate::gate::{CallContext, size_bucket};
 use crate::host::Host;
 use crate::program::steps::RunMode;
@@ -30,8 +31,9 @@ fn shape(v: &Value) -> Value {
     }
 }
 
-/// Appends a run's journal (per step: status, duration, result shape) unless private mode.
-fn journal(host: &Host, name: &str, outcome: &Result<RunReport>) {
+/// Appends a run's summary (per step: status, duration, result shape) to `recipe_runs.jsonl`
+/// unless private mode.
+fn journal_summary(host: &Host, name: &str, outcome: &Result<RunReport>) {
     if host.config().modes.private {
         return;
     }
@@ -83,6 +85,29 @@ pub async fn run(
     confirm: bool,
     expected_hash: Option<&str>,
 ) -> Result<RunReport> {
+    run_resumable(host, ctx, recipe, given, confirm, expected_hash, None).await
+}
+
+/// Which earlier run a `recipe_run` call resumes (`resume`), and whether a step of unknown
+/// outcome may run again (`retry_unknown`).
+pub struct Resume<'a> {
+    /// The run's id.
+    pub id: &'a str,
+    /// Run again a step the run died in.
+    pub retry_unknown: bool,
+}
+
+/// [`run`], keeping a run journal for a confirmed run (none in private mode), new or resumed;
+/// the report, or the failure of a step, names the run.
+pub async fn run_resumable(
+    host: &Arc<Host>,
+    ctx: &CallContext,
+    recipe: &Program,
+    given: &Map<String, Value>,
+    confirm: bool,
+    expected_hash: Option<&str>,
+    resume: Option<Resume<'_>>,
+) -> Result<RunReport> {
     let mode = if confirm {
         RunMode::Confirmed {
             plan_hash: expected_hash.map(str::to_string),
@@ -90,9 +115,54 @@ pub async fn run(
     } else {
         RunMode::Plan
     };
-    let outcome = program::run(host, ctx, recipe, given, mode).await;
-    journal(host, &recipe.name, &outcome);
+    let journal = recipe_journal(host, recipe, confirm, resume)?;
+    let ctx = match &journal {
+        Some(j) => ctx.clone().with_journal(Arc::clone(j)),
+        None => ctx.clone(),
+    };
+    let mut outcome = program::run(host, &ctx, recipe, given, mode).await;
+    journal_summary(host, &recipe.name, &outcome);
+    if let Some(j) = &journal {
+        j.end(if outcome.is_ok() { "done" } else { "failed" });
+        match &mut outcome {
+            Ok(report) => report.run = Some(j.id().to_string()),
+            Err(Error::StepFailed(f)) => f.run = Some(j.id().to_string()),
+            Err(_) => {}
+        }
+    }
     outcome
+}
+
+/// The journal a recipe run keeps: for a confirmed run outside private mode, new or resumed.
+fn recipe_journal(
+    host: &Host,
+    recipe: &Program,
+    confirm: bool,
+    resume: Option<Resume<'_>>,
+) -> Result<Option<Arc<Journal>>> {
+    let private = host.config().modes.private;
+    let fingerprint = recipe.fingerprint();
+    match resume {
+        Some(_) if private => Err(Error::Usage(
+            "private mode keeps no run journals, so there is no run to resume".into(),
+        )),
+        Some(_) if !confirm => Err(Error::Usage(
+            "a resumed run goes on for real: pass confirm: true (--yes)".into(),
+        )),
+        Some(r) => Ok(Some(Arc::new(Journal::resume(
+            host,
+            r.id,
+            &recipe.name,
+            &fingerprint,
+            r.retry_unknown,
+        )?))),
+        None if private || !confirm => Ok(None),
+        None => Ok(Some(Arc::new(Journal::start(
+            host,
+            &recipe.name,
+            &fingerprint,
+        )?))),
+    }
 }
 
 /// The recipe a `recipe_run` call names (saved) or carries (an unsaved manifest), checked now.
@@ -170,7 +240,9 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
          arguments, effect and status plus a plan_hash. With confirm: true it runs for real; pass \
          the plan_hash a person approved and nothing runs unless the plan still matches, and only \
          the calls it showed may run. A failing step stops the run (a plan too) and returns the \
-         completed steps with the error. The effect of a call is that of the recipe's tools.",
+         completed steps with the error. A confirmed run keeps a journal and names its `run` id; \
+         give that id as `resume` to go on after a failure: done steps hand back their results \
+         without running. The effect of a call is that of the recipe's tools.",
         json!({
             "type": "object",
             "properties": {
@@ -178,7 +250,9 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 "manifest": {"type": "object", "description": "An unsaved recipe manifest, instead of name"},
                 "params": {"type": "object"},
                 "confirm": {"type": "boolean", "default": false},
-                "plan_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+                "plan_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "resume": {"type": "string", "pattern": "^[0-9A-Za-z-]{1,64}$", "description": "The id of a confirmed run that failed or was cut short: its done steps hand back their results without running"},
+                "retry_unknown": {"type": "boolean", "default": false, "description": "With resume: run again a step the run died in (it may have happened once already)"}
             },
             "additionalProperties": false
         }),
@@ -200,13 +274,18 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             };
             let params = inv.args["params"].as_object().cloned().unwrap_or_default();
             let confirm = inv.args["confirm"].as_bool().unwrap_or(false);
-            let report = run(
+            let resume = inv.args["resume"].as_str().map(|id| Resume {
+                id,
+                retry_unknown: inv.args["retry_unknown"] == json!(true),
+            });
+            let report = run_resumable(
                 &inv.host,
                 &inv.ctx,
                 &program,
                 &params,
                 confirm,
                 inv.args["plan_hash"].as_str(),
+                resume,
             )
             .await?;
             Ok(serde_json::to_value(report).unwrap_or_default())
