@@ -23,11 +23,7 @@ use serde_json::json;
 const STEPS: u32 = 5000;
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let (host, _) = common::echo_host(dir.path());
     let schema =

@@ -22,11 +22,7 @@ use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
 const CALLS: u64 = 1000;
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let (host, _) = common::echo_host(dir.path());
     common::private(&host);

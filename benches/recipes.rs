@@ -15,11 +15,7 @@ use serde_json::{Map, json};
 const STEPS: usize = 1000;
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let (host, _) = common::echo_host(dir.path());
     common::private(&host);
@@ -41,6 +37,7 @@ fn bench(c: &mut Criterion) {
                 &recipe.program,
                 &Map::new(),
                 true,
+                None,
                 None,
             ))
             .unwrap()

@@ -38,3 +38,12 @@ pub fn private(host: &Host) {
     })
     .unwrap();
 }
+
+/// The runtime the benches drive the host on: two workers, like the machines they run on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}

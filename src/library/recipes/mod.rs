@@ -29,7 +29,7 @@ mod tools;
 
 pub use bundle::{export, import};
 pub use storage::{delete, list, save};
-pub use tools::{RunReport, register_tools, run};
+pub use tools::{Resume, RunReport, register_tools, run};
 
 /// The manifest schema version this lmcp writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;

@@ -74,20 +74,6 @@ fn journal_summary(host: &Host, name: &str, outcome: &Result<RunReport>) {
     }
 }
 
-/// Runs a checked recipe. `ctx` is the context of the call that runs it; `confirm` chooses a
-/// real run or a plan; a given `expected_hash` must match the plan before anything runs, and
-/// then only the plan's calls may run.
-pub async fn run(
-    host: &Arc<Host>,
-    ctx: &CallContext,
-    recipe: &Program,
-    given: &Map<String, Value>,
-    confirm: bool,
-    expected_hash: Option<&str>,
-) -> Result<RunReport> {
-    run_resumable(host, ctx, recipe, given, confirm, expected_hash, None).await
-}
-
 /// Which earlier run a `recipe_run` call resumes (`resume`), and whether a step of unknown
 /// outcome may run again (`retry_unknown`).
 pub struct Resume<'a> {
@@ -97,9 +83,11 @@ pub struct Resume<'a> {
     pub retry_unknown: bool,
 }
 
-/// [`run`], keeping a run journal for a confirmed run (none in private mode), new or resumed;
-/// the report, or the failure of a step, names the run.
-pub async fn run_resumable(
+/// Runs a checked recipe. `ctx` is the context of the call that runs it; `confirm` chooses a
+/// real run or a plan; a given `expected_hash` must match the plan before anything runs, and
+/// then only the plan's calls may run. A confirmed run keeps a journal (none in private mode),
+/// new or the one `resume` names; the report, or the failure of a step, names the run.
+pub async fn run(
     host: &Arc<Host>,
     ctx: &CallContext,
     recipe: &Program,
@@ -278,7 +266,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 id,
                 retry_unknown: inv.args["retry_unknown"] == json!(true),
             });
-            let report = run_resumable(
+            let report = run(
                 &inv.host,
                 &inv.ctx,
                 &program,
