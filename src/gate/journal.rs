@@ -201,11 +201,63 @@ fn new_id() -> String {
     format!("{now}-{}", &tail[..6])
 }
 
+/// Journals kept: beyond this many, the oldest runs that ended are removed as new runs start.
+const KEEP_RUNS: usize = 200;
+/// Beyond this many, the oldest go whatever their state (runs nobody resumed).
+const MAX_RUNS: usize = 1000;
+
+/// Removes the oldest journals beyond [`KEEP_RUNS`] whose run ended (`done`), and any beyond
+/// [`MAX_RUNS`]; a failed or unfinished run stays resumable until then.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut names: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    if names.len() <= KEEP_RUNS {
+        return;
+    }
+    // ids start with the time they started, so names sort oldest first
+    names.sort();
+    let mut left = names.len();
+    for (i, path) in names.iter().enumerate() {
+        if left <= KEEP_RUNS {
+            break;
+        }
+        let too_many = names.len() - i > MAX_RUNS;
+        if (too_many || ended_done(path)) && std::fs::remove_file(path).is_ok() {
+            left -= 1;
+        }
+    }
+}
+
+/// Whether a journal's last line says the run ended done (read from its tail only).
+fn ended_done(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut tail = Vec::new();
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(256)));
+    let _ = f.take(256).read_to_end(&mut tail);
+    let text = String::from_utf8_lossy(&tail);
+    text.trim_end()
+        .rsplit('\n')
+        .next()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .is_some_and(|l| l["end"] == "done")
+}
+
 impl Journal {
     /// Starts the journal of a new run of `program` (`fingerprint`: a hash of its source).
     pub fn start(host: &Host, program: &str, fingerprint: &str) -> Result<Journal> {
         let dir = runs_dir(host);
         store::ensure_dir(&dir)?;
+        prune(&dir);
         let id = new_id();
         let path = dir.join(format!("{id}.jsonl"));
         let file = OpenOptions::new()
@@ -511,6 +563,37 @@ impl RunLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn old_journals_are_pruned_ended_ones_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |i: usize, end: &str| {
+            let text = format!("{{\"run\":\"r{i:05}\"}}\n{end}");
+            std::fs::write(dir.path().join(format!("r{i:05}.jsonl")), text).unwrap();
+        };
+        for i in 0..KEEP_RUNS + 10 {
+            // the five oldest failed (kept), the rest done
+            let end = if i < 5 {
+                "{\"end\":\"failed\"}\n"
+            } else {
+                "{\"end\":\"done\"}\n"
+            };
+            write(i, end);
+        }
+        prune(dir.path());
+        let left = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(left, KEEP_RUNS);
+        for i in 0..5 {
+            assert!(
+                dir.path().join(format!("r{i:05}.jsonl")).exists(),
+                "failed runs stay"
+            );
+        }
+        assert!(
+            !dir.path().join("r00005.jsonl").exists(),
+            "the oldest done run went"
+        );
+    }
 
     #[test]
     fn argument_hashes_ignore_key_order() {
