@@ -284,8 +284,23 @@ fn a_killed_script_resumes_without_repeating_its_steps() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
+    // while it runs, it is listed as running, and a resume of it is refused
+    let runs = json_out(&lmcp(h, &["runs", "--json"]));
+    assert_eq!(runs[0]["state"], "running", "{runs}");
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another lmcp process"));
     child.kill().unwrap();
     child.wait().unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode =
+            |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(h.join(format!("data/runs/{id}.jsonl"))), 0o600);
+        assert_eq!(mode(h.join("config/journal.key")), 0o600);
+    }
     let runs = json_out(&lmcp(h, &["runs", "--json"]));
     assert_eq!(runs[0]["state"], "unfinished", "{runs}");
     assert_eq!(runs[0]["last_step"]["outcome"], "done", "{runs}");
@@ -381,7 +396,7 @@ fn a_step_of_unknown_outcome_needs_retry_unknown() {
         ],
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped at step 1"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped at its state-changing call 1"));
     let out = lmcp(
         h,
         &["run", &script, "--yes", "--resume", &id, "--retry-unknown"],
@@ -403,4 +418,54 @@ fn a_step_of_unknown_outcome_needs_retry_unknown() {
         .collect();
     assert_eq!(names.len(), 5, "{listed}");
     assert_eq!(names.iter().filter(|n| **n == "same1").count(), 1);
+}
+
+/// A call cut short by the run's deadline may have done its work: its outcome is unknown, so a
+/// resume asks before running it again (it was recorded as failed, and ran twice). A recipe run
+/// inside a journaled script journals into the script's run, not a run of its own.
+#[test]
+fn a_call_cut_short_is_unknown_and_nested_recipes_share_the_run() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let script = write(
+        h,
+        "slow.lua",
+        "---@uses run_command\n\
+         tools.run_command{program = 'sleep', args = {'5'}}\n\
+         return 1",
+    );
+    let out = lmcp(h, &["run", &script, "--yes", "--timeout", "1"]);
+    assert_eq!(out.status.code(), Some(1), "timed out");
+    let runs = json_out(&lmcp(h, &["runs", "--json"]));
+    assert_eq!(runs[0]["last_step"]["outcome"], "unknown", "{runs}");
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--retry-unknown"));
+
+    let nested = write(
+        h,
+        "nested.lua",
+        "---@uses recipe_run\n\
+         return tools.recipe_run{confirm = true, manifest = {name = 'inner', description = 'd', \
+           schema_version = 1, steps = {{tool = 'workspace_create', args = {name = 'w'}}}}}.run",
+    );
+    let before = json_out(&lmcp(h, &["runs", "--json"]))
+        .as_array()
+        .unwrap()
+        .len();
+    let out = lmcp(h, &["run", &nested, "--yes", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = json_out(&lmcp(h, &["runs", "--json"]));
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        before + 1,
+        "one run: {runs}"
+    );
+    assert_eq!(runs[0]["last_step"]["tool"], "workspace_create", "{runs}");
 }

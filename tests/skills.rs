@@ -317,7 +317,8 @@ async fn secrets_never_appear_anywhere() {
     )
     .await;
     assert_eq!(r["result"]["has_key"], true);
-    // but no output shows it
+    // but no output shows it (the history as written: its writer gathers entries first)
+    t.host.history().flush().unwrap();
     let mut seen = vec![
         ok(&t, "skill_get", json!({"name": "demo"}))
             .await

@@ -70,6 +70,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
     if let Some(j) = &journal {
         j.end(if ran.is_ok() { "done" } else { "failed" });
     }
+    let refused = journal.as_ref().is_some_and(|j| j.refused());
     let outcome = match ran {
         Ok(o) => o,
         Err(failure) if json => {
@@ -89,10 +90,10 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
                 // previews first, then the error (printed by main, escaped)
                 errw!("{}", render(&Value::Null, &failure.previews));
             }
-            if let Some(id) = &run_id {
+            if let Some(id) = run_id.as_ref().filter(|_| !refused) {
                 errln!(
                     "run {id} failed; after fixing the cause, go on from where it stopped with \
-                     `lmcp run {} --resume {id}`",
+                     `lmcp run {} --yes --resume {id}`",
                     shell_word(&path.display().to_string())
                 );
             }

@@ -35,8 +35,10 @@ pub fn runs_dir(host: &Host) -> PathBuf {
     host.paths().data_dir.join("runs")
 }
 
-/// A hash of a JSON value that does not depend on the order of object keys.
-pub fn value_hash(v: &Value) -> String {
+/// A keyed hash (HMAC-SHA-256 under `key`) of a JSON value that does not depend on the order
+/// of object keys: with the key kept out of the journal, a short secret in the arguments
+/// cannot be guessed from it.
+pub fn value_hash(key: &[u8; 32], v: &Value) -> String {
     fn feed(v: &Value, h: &mut Sha256) {
         match v {
             Value::Object(m) => {
@@ -83,9 +85,69 @@ pub fn value_hash(v: &Value) -> String {
             Ok(())
         }
     }
-    let mut h = Sha256::new();
-    feed(v, &mut h);
-    format!("{:x}", h.finalize())
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    let mut inner = Sha256::new();
+    inner.update(block.map(|b| b ^ 0x36));
+    feed(v, &mut inner);
+    let mut outer = Sha256::new();
+    outer.update(block.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    format!("{:x}", outer.finalize())
+}
+
+/// This installation's key for argument hashes (`CONFIG/journal.key`, readable by the user
+/// only), made on first use.
+fn journal_key(host: &Host) -> Result<[u8; 32]> {
+    let path = host.paths().config_dir.join("journal.key");
+    let parse = |text: &str| -> Option<[u8; 32]> {
+        let text = text.trim();
+        (text.len() == 64).then_some(())?;
+        let mut key = [0u8; 32];
+        for (i, byte) in key.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(key)
+    };
+    for _ in 0..50 {
+        if let Ok(text) = std::fs::read_to_string(&path)
+            && let Some(key) = parse(&text)
+        {
+            return Ok(key);
+        }
+        store::ensure_dir(&host.paths().config_dir)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&path) {
+            Ok(mut f) => {
+                let random = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+                let hex: String = random
+                    .iter()
+                    .flat_map(|u| u.as_bytes().to_vec())
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                f.write_all(hex.as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+            // another process is making it: read it again in a moment
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+    }
+    Err(Error::Corrupt {
+        path,
+        message: "the journal key is not 64 hex digits; remove the file (old run journals \
+                  can then no longer be resumed)"
+            .into(),
+    })
 }
 
 /// A step as an earlier run recorded it.
@@ -99,8 +161,8 @@ struct Recorded {
 #[derive(Debug, Clone)]
 enum Done {
     Result(Value),
-    /// Done, but its result was too large to keep.
-    TooLarge,
+    /// Done, but its result was not kept (why: too large, or it held a secret).
+    NotKept(&'static str),
     Failed,
 }
 
@@ -122,6 +184,10 @@ pub struct Journal {
     file: Arc<Mutex<Writer>>,
     state: Mutex<Cursor>,
     retry_unknown: bool,
+    /// The key argument hashes are made with.
+    key: [u8; 32],
+    /// The resume stopped at a call that did not match: the run is left as it was.
+    refused: std::sync::atomic::AtomicBool,
 }
 
 /// The journal file, written through a buffer: lines reach the file within [`FLUSH_EVERY`]
@@ -201,6 +267,9 @@ fn new_id() -> String {
     format!("{now}-{}", &tail[..6])
 }
 
+/// Largest journal read back.
+const MAX_JOURNAL_BYTES: u64 = 64 << 20;
+
 /// Journals kept: beyond this many, the oldest runs that ended are removed as new runs start.
 const KEEP_RUNS: usize = 200;
 /// Beyond this many, the oldest go whatever their state (runs nobody resumed).
@@ -252,6 +321,46 @@ fn ended_done(path: &Path) -> bool {
         .is_some_and(|l| l["end"] == "done")
 }
 
+/// Opens a journal for appending (a new one, private to the user), and takes its lock for as
+/// long as the run goes on: a resume of a run that is still going is refused. Symlinks are not
+/// followed.
+fn open_journal(path: &Path, new: bool) -> Result<File> {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    if new {
+        options.create_new(true);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    }
+    let file = options.open(path).map_err(|e| Error::io(path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Refused(format!(
+            "run {} is in use by another lmcp process (still running, or being resumed); \
+             wait for it to end",
+            path.file_stem()
+                .map(|s| s.to_string_lossy())
+                .unwrap_or_default()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
+}
+
+/// Whether a process holds the journal (its run is going on).
+fn in_use(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| match f.try_lock_shared() {
+        Ok(()) => {
+            let _ = f.unlock();
+            false
+        }
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(_) => false,
+    })
+}
+
 impl Journal {
     /// Starts the journal of a new run of `program` (`fingerprint`: a hash of its source).
     pub fn start(host: &Host, program: &str, fingerprint: &str) -> Result<Journal> {
@@ -260,11 +369,7 @@ impl Journal {
         prune(&dir);
         let id = new_id();
         let path = dir.join(format!("{id}.jsonl"));
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let file = open_journal(&path, true)?;
         let file = Writer::open(file);
         let header = json!({"run": id, "program": program, "fingerprint": fingerprint, "started": store::timestamp()});
         lock(&file).line(&path, &header, true)?;
@@ -278,6 +383,8 @@ impl Journal {
                 replay: Vec::new(),
             }),
             retry_unknown: false,
+            key: journal_key(host)?,
+            refused: Default::default(),
         })
     }
 
@@ -303,11 +410,14 @@ impl Journal {
                  anew (without --resume)"
             )));
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&log.path)
-            .map_err(|e| Error::io(&log.path, e))?;
+        let file = open_journal(&log.path, false)?;
+        // a line a kill or a full disk tore is ended, so the next one stands on its own
+        let torn = std::fs::read(&log.path).is_ok_and(|t| !t.is_empty() && !t.ends_with(b"\n"));
         let file = Writer::open(file);
+        if torn {
+            lock(&file).scratch.clear();
+            let _ = lock(&file).commit(&log.path, false);
+        }
         lock(&file).line(&log.path, &json!({"resumed": store::timestamp()}), true)?;
         Ok(Journal {
             id: id.to_string(),
@@ -318,6 +428,8 @@ impl Journal {
                 replay: log.steps,
             }),
             retry_unknown,
+            key: journal_key(host)?,
+            refused: Default::default(),
         })
     }
 
@@ -326,19 +438,41 @@ impl Journal {
         &self.id
     }
 
-    /// Decides the next state-changing call: replayed, run, or the end of the resume.
+    /// Decides the next state-changing call: replayed, run, or the end of the resume (after
+    /// which every call is refused: a mismatch caught by the program does not let it go on).
     pub(crate) fn step(&self, tool: &str, args: &Value, idempotent: bool) -> Step {
+        use std::sync::atomic::Ordering;
+        if self.refused.load(Ordering::Acquire) {
+            return Step::Refuse(format!(
+                "the resume of run {} stopped earlier; run it anew (without --resume)",
+                self.id
+            ));
+        }
+        let step = self.decide(tool, args, idempotent);
+        if matches!(step, Step::Refuse(_)) {
+            self.refused.store(true, Ordering::Release);
+        }
+        step
+    }
+
+    /// Whether the resume stopped at a call that did not match the run.
+    pub fn refused(&self) -> bool {
+        self.refused.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn decide(&self, tool: &str, args: &Value, idempotent: bool) -> Step {
         let mut cursor = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let n = cursor.next;
         cursor.next += 1;
         let Some(recorded) = cursor.replay.get(n as usize - 1) else {
             return Step::Run(n);
         };
-        let hash = value_hash(args);
+        let hash = value_hash(&self.key, args);
         if recorded.tool != tool || recorded.args != hash {
             return Step::Refuse(format!(
-                "the resume of run {} stopped at step {n}: the run called `{}` there, and now \
-                 `{tool}`{} — the program or its inputs changed; run it anew (without --resume)",
+                "the resume of run {} stopped at its state-changing call {n}: the run called `{}` \
+                 there, and now `{tool}`{} — the program or its inputs changed; run it anew \
+                 (without --resume)",
                 self.id,
                 recorded.tool,
                 if recorded.tool == tool {
@@ -350,16 +484,18 @@ impl Journal {
         }
         match &recorded.outcome {
             Some(Done::Result(v)) => Step::Replay(v.clone()),
-            Some(Done::TooLarge) => Step::Refuse(format!(
-                "the resume of run {} stopped at step {n} (`{tool}`): it was done, but its \
-                 result was too large to keep, so it cannot be handed back",
+            Some(Done::NotKept(why)) => Step::Refuse(format!(
+                "the resume of run {} stopped at its state-changing call {n} (`{tool}`): it was \
+                 done, but its result {why}, so it cannot be handed back; run it anew (without \
+                 --resume)",
                 self.id
             )),
             Some(Done::Failed) => Step::Run(n),
             None if idempotent || self.retry_unknown => Step::Run(n),
             None => Step::Refuse(format!(
-                "step {n} of run {} (`{tool}`) may or may not have happened: the run ended \
-                 during it. Check, then resume with --retry-unknown to run it again",
+                "state-changing call {n} of run {} (`{tool}`) may or may not have happened: the \
+                 run was cut short during it. Check, then resume with --retry-unknown to run it \
+                 again",
                 self.id
             )),
         }
@@ -369,7 +505,7 @@ impl Journal {
     /// synced before it runs, so a step the process died in is known to be unknown; an
     /// idempotent one may run again on a resume anyway, so it costs no sync.
     pub(crate) fn started(&self, n: u64, tool: &str, args: &Value, idempotent: bool) -> Result<()> {
-        let hash = value_hash(args);
+        let hash = value_hash(&self.key, args);
         let mut w = lock(&self.file);
         w.scratch.clear();
         let _ = write!(w.scratch, "{{\"step\":{n},\"tool\":");
@@ -388,14 +524,11 @@ impl Journal {
         let mut w = lock(&self.file);
         w.scratch.clear();
         match result {
+            Ok(v) if !secrets.is_empty() && crate::text::redact_json(v, secrets) != *v => {
+                // a result with a secret in it is not written, and cannot be handed back
+                let _ = write!(w.scratch, "{{\"step\":{n},\"result_masked\":true}}");
+            }
             Ok(v) => {
-                let masked;
-                let v = if secrets.is_empty() {
-                    v
-                } else {
-                    masked = crate::text::redact_json(v, secrets);
-                    &masked
-                };
                 let _ = write!(w.scratch, "{{\"step\":{n},\"result\":");
                 let start = w.scratch.len();
                 let _ = serde_json::to_writer(&mut w.scratch, v);
@@ -415,8 +548,12 @@ impl Journal {
         let _ = w.commit(&self.path, false);
     }
 
-    /// Records how the run ended (synced, with everything before it).
+    /// Records how the run ended (synced, with everything before it); a resume that stopped
+    /// at a mismatch leaves the run as it was.
     pub fn end(&self, outcome: &str) {
+        if self.refused() {
+            return;
+        }
         let _ = lock(&self.file).line(
             &self.path,
             &json!({"end": outcome, "at": store::timestamp()}),
@@ -461,6 +598,14 @@ impl RunLog {
     }
 
     fn read_path(path: &Path) -> Result<RunLog> {
+        // a regular file of a sane size only: not a FIFO (which would hang), not a symlink
+        let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() || meta.len() > MAX_JOURNAL_BYTES {
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                message: "not a run journal (not a regular file, or over 64 MiB)".into(),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let mut lines = text
             .lines()
@@ -510,11 +655,16 @@ impl RunLog {
                 step.outcome = if let Some(v) = l.get("result") {
                     Some(Done::Result(v.clone()))
                 } else if l.get("result_too_large").is_some() {
-                    Some(Done::TooLarge)
+                    Some(Done::NotKept("was too large to keep"))
+                } else if l.get("result_masked").is_some() {
+                    Some(Done::NotKept("held a secret and was not kept"))
                 } else {
                     l.get("failed").map(|_| Done::Failed)
                 };
             }
+        }
+        if in_use(path) {
+            log.state = "running".into();
         }
         Ok(log)
     }
@@ -538,7 +688,7 @@ impl RunLog {
     pub fn to_json(&self, with_steps: bool) -> Value {
         let step = |(i, s): (usize, &Recorded)| {
             let outcome = match &s.outcome {
-                Some(Done::Result(_) | Done::TooLarge) => "done",
+                Some(Done::Result(_) | Done::NotKept(_)) => "done",
                 Some(Done::Failed) => "failed",
                 None => "unknown",
             };
@@ -599,7 +749,9 @@ mod tests {
     fn argument_hashes_ignore_key_order() {
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": [1, {"y": 2, "x": 3}]}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"a": [1, {"x": 3, "y": 2}], "b": 1}"#).unwrap();
-        assert_eq!(value_hash(&a), value_hash(&b));
-        assert_ne!(value_hash(&a), value_hash(&json!({"b": 2})));
+        let key = [7u8; 32];
+        assert_eq!(value_hash(&key, &a), value_hash(&key, &b));
+        assert_ne!(value_hash(&key, &a), value_hash(&key, &json!({"b": 2})));
+        assert_ne!(value_hash(&key, &a), value_hash(&[8u8; 32], &a), "keyed");
     }
 }

@@ -357,7 +357,11 @@ async fn decide_and_run(
         },
     };
     if let Some((journal, n, secrets)) = journaled {
-        journal.finished(n, result.as_ref(), &secrets);
+        // a call cut short by its deadline or a cancel may have done its work: its outcome
+        // stays unknown (a resume asks before running it again), never "failed"
+        if !matches!(result, Err(Error::Cancelled | Error::Timeout { .. })) {
+            journal.finished(n, result.as_ref(), &secrets);
+        }
     }
     match result {
         Ok(v) => Outcome::Done(v),

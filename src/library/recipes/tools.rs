@@ -103,7 +103,7 @@ pub async fn run(
     } else {
         RunMode::Plan
     };
-    let journal = recipe_journal(host, recipe, confirm, resume)?;
+    let journal = recipe_journal(host, recipe, confirm, resume, ctx.journal().is_some())?;
     let ctx = match &journal {
         Some(j) => ctx.clone().with_journal(Arc::clone(j)),
         None => ctx.clone(),
@@ -114,7 +114,7 @@ pub async fn run(
         j.end(if outcome.is_ok() { "done" } else { "failed" });
         match &mut outcome {
             Ok(report) => report.run = Some(j.id().to_string()),
-            Err(Error::StepFailed(f)) => f.run = Some(j.id().to_string()),
+            Err(Error::StepFailed(f)) if !j.refused() => f.run = Some(j.id().to_string()),
             Err(_) => {}
         }
     }
@@ -127,9 +127,14 @@ fn recipe_journal(
     recipe: &Program,
     confirm: bool,
     resume: Option<Resume<'_>>,
+    ctx_has_journal: bool,
 ) -> Result<Option<Arc<Journal>>> {
     let private = host.config().modes.private;
     let fingerprint = recipe.fingerprint();
+    // inside a journaled run (a script running a recipe), the recipe's calls are that run's
+    if resume.is_none() && ctx_has_journal {
+        return Ok(None);
+    }
     match resume {
         Some(_) if private => Err(Error::Usage(
             "private mode keeps no run journals, so there is no run to resume".into(),
@@ -262,6 +267,11 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             };
             let params = inv.args["params"].as_object().cloned().unwrap_or_default();
             let confirm = inv.args["confirm"].as_bool().unwrap_or(false);
+            if inv.args["retry_unknown"] == json!(true) && inv.args.get("resume").is_none() {
+                return Err(Error::Usage(
+                    "retry_unknown applies to a resumed run: give `resume` too".into(),
+                ));
+            }
             let resume = inv.args["resume"].as_str().map(|id| Resume {
                 id,
                 retry_unknown: inv.args["retry_unknown"] == json!(true),
