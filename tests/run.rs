@@ -469,3 +469,44 @@ fn a_call_cut_short_is_unknown_and_nested_recipes_share_the_run() {
     );
     assert_eq!(runs[0]["last_step"]["tool"], "workspace_create", "{runs}");
 }
+
+/// A recorded result changed in the journal after it was written is not handed back: results
+/// are sealed under the installation's key.
+#[test]
+fn a_forged_result_in_a_journal_is_not_replayed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let script = write(
+        h,
+        "one.lua",
+        "return tools.workspace_create{name = 'w'}.name",
+    );
+    common::lmcp_ok(h, &["run", &script, "--yes"]);
+    let id = json_out(&lmcp(h, &["runs", "--json"]))[0]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // resumed as it is: the result comes back without running
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id, "--json"]);
+    assert_eq!(
+        json_out(&out)["result"],
+        "w",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let journal = h.join(format!("data/runs/{id}.jsonl"));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.contains("\"name\":\"w\""));
+    std::fs::write(
+        &journal,
+        text.replace("\"name\":\"w\"", "\"name\":\"forged\""),
+    )
+    .unwrap();
+    let out = lmcp(h, &["run", &script, "--yes", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("changed after it was written"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -39,61 +39,75 @@ pub fn runs_dir(host: &Host) -> PathBuf {
 /// of object keys: with the key kept out of the journal, a short secret in the arguments
 /// cannot be guessed from it.
 pub fn value_hash(key: &[u8; 32], v: &Value) -> String {
-    fn feed(v: &Value, h: &mut Sha256) {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                h.update(b"{");
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        h.update(b",");
-                    }
-                    feed_str(k, h);
-                    h.update(b":");
-                    feed(&m[k], h);
-                }
-                h.update(b"}");
-            }
-            Value::Array(a) => {
-                h.update(b"[");
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        h.update(b",");
-                    }
-                    feed(x, h);
-                }
-                h.update(b"]");
-            }
-            // scalars as JSON writes them, so the hash is that of the canonical text
-            scalar => {
-                let _ = serde_json::to_writer(HashWriter(h), scalar);
-            }
-        }
-    }
-    fn feed_str(s: &str, h: &mut Sha256) {
-        let _ = serde_json::to_writer(HashWriter(h), s);
-    }
-    /// Writes into the hash, so nothing is written out first.
-    struct HashWriter<'a>(&'a mut Sha256);
-    impl std::io::Write for HashWriter<'_> {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.update(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    hmac(key, |h| feed(v, h))
+}
+
+/// The seal of step `n`'s result: a keyed hash of the number and the result together.
+fn result_seal(key: &[u8; 32], n: u64, v: &Value) -> String {
+    hmac(key, |h| {
+        h.update(n.to_le_bytes());
+        feed(v, h);
+    })
+}
+
+/// HMAC-SHA-256 under `key` of what `message` feeds, in hex.
+fn hmac(key: &[u8; 32], message: impl FnOnce(&mut Sha256)) -> String {
     let mut block = [0u8; 64];
     block[..32].copy_from_slice(key);
     let mut inner = Sha256::new();
     inner.update(block.map(|b| b ^ 0x36));
-    feed(v, &mut inner);
+    message(&mut inner);
     let mut outer = Sha256::new();
     outer.update(block.map(|b| b ^ 0x5c));
     outer.update(inner.finalize());
     format!("{:x}", outer.finalize())
+}
+
+/// Feeds a JSON value's canonical text (object keys sorted) to a hash.
+fn feed(v: &Value, h: &mut Sha256) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            h.update(b"{");
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    h.update(b",");
+                }
+                let _ = serde_json::to_writer(HashWriter(h), k);
+                h.update(b":");
+                feed(&m[k], h);
+            }
+            h.update(b"}");
+        }
+        Value::Array(a) => {
+            h.update(b"[");
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    h.update(b",");
+                }
+                feed(x, h);
+            }
+            h.update(b"]");
+        }
+        // scalars as JSON writes them, so the hash is that of the canonical text
+        scalar => {
+            let _ = serde_json::to_writer(HashWriter(h), scalar);
+        }
+    }
+}
+
+/// Writes into a hash, so nothing is written out first.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// This installation's key for argument hashes (`CONFIG/journal.key`, readable by the user
@@ -156,6 +170,8 @@ struct Recorded {
     tool: String,
     args: String,
     outcome: Option<Done>,
+    /// The result's seal ([`result_seal`]).
+    seal: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -483,7 +499,17 @@ impl Journal {
             ));
         }
         match &recorded.outcome {
-            Some(Done::Result(v)) => Step::Replay(v.clone()),
+            Some(Done::Result(v))
+                if recorded.seal.as_deref() == Some(&result_seal(&self.key, n, v)) =>
+            {
+                Step::Replay(v.clone())
+            }
+            Some(Done::Result(_)) => Step::Refuse(format!(
+                "the resume of run {} stopped at its state-changing call {n} (`{tool}`): its \
+                 recorded result was changed after it was written, so it is not handed back; \
+                 run it anew (without --resume)",
+                self.id
+            )),
             Some(Done::NotKept(why)) => Step::Refuse(format!(
                 "the resume of run {} stopped at its state-changing call {n} (`{tool}`): it was \
                  done, but its result {why}, so it cannot be handed back; run it anew (without \
@@ -536,6 +562,11 @@ impl Journal {
                 if size > MAX_KEPT_RESULT {
                     w.scratch.clear();
                     let _ = write!(w.scratch, "{{\"step\":{n},\"result_too_large\":{size}");
+                } else {
+                    // sealed under the install's key: a result changed in the file is not
+                    // handed back
+                    let seal = result_seal(&self.key, n, v);
+                    let _ = write!(w.scratch, ",\"seal\":\"{seal}\"");
                 }
                 w.scratch.push(b'}');
             }
@@ -644,6 +675,7 @@ impl RunLog {
                     tool: tool.to_string(),
                     args: l["args"].as_str().unwrap_or_default().to_string(),
                     outcome: None,
+                    seal: None,
                 };
                 // a resume writes the steps it runs again under the same numbers
                 if i < log.steps.len() {
@@ -653,6 +685,7 @@ impl RunLog {
                 }
             } else if let Some(step) = log.steps.get_mut(i) {
                 step.outcome = if let Some(v) = l.get("result") {
+                    step.seal = l["seal"].as_str().map(str::to_string);
                     Some(Done::Result(v.clone()))
                 } else if l.get("result_too_large").is_some() {
                     Some(Done::NotKept("was too large to keep"))
