@@ -2,7 +2,7 @@
 # Start-up against library size (see the .py file): installs hyperfine and lua5.4 when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
+source benches/common/need.sh
 need hyperfine hyperfine
 need lua5.4 lua5.4
 cargo build --release --quiet

@@ -282,7 +282,8 @@ fn manifest_is_lua(saved: &Value) -> bool {
     saved["body"] == "lua"
 }
 
-fn shell_quote(s: &str) -> String {
+/// `s` as one shell word, quoted when it holds more than letters, digits and `-_.`.
+pub(super) fn shell_quote(s: &str) -> String {
     if s.chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {

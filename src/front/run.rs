@@ -94,7 +94,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
                 errln!(
                     "run {id} failed; after fixing the cause, go on from where it stopped with \
                      `lmcp run {} --yes --resume {id}`",
-                    shell_word(&path.display().to_string())
+                    super::recipe::shell_quote(&path.display().to_string())
                 );
             }
             return Err(failure.error);
@@ -143,17 +143,6 @@ fn journal_for(
             &program.name,
             &fingerprint,
         )?))),
-    }
-}
-
-/// A path as one shell word (quoted when it needs to be), for a command to copy.
-fn shell_word(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 

@@ -454,21 +454,25 @@ impl Journal {
         &self.id
     }
 
-    /// Decides the next state-changing call: replayed, run, or the end of the resume (after
-    /// which every call is refused: a mismatch caught by the program does not let it go on).
-    pub(crate) fn step(&self, tool: &str, args: &Value, idempotent: bool) -> Step {
+    /// Decides the next state-changing call: replayed, run (its start recorded first), or the
+    /// end of the resume (after which every call is refused: a mismatch caught by the program
+    /// does not let it go on).
+    pub(crate) fn step(&self, tool: &str, args: &Value, idempotent: bool) -> Result<Step> {
         use std::sync::atomic::Ordering;
         if self.refused.load(Ordering::Acquire) {
-            return Step::Refuse(format!(
+            return Ok(Step::Refuse(format!(
                 "the resume of run {} stopped earlier; run it anew (without --resume)",
                 self.id
-            ));
+            )));
         }
-        let step = self.decide(tool, args, idempotent);
-        if matches!(step, Step::Refuse(_)) {
-            self.refused.store(true, Ordering::Release);
+        let hash = value_hash(&self.key, args);
+        let step = self.decide(tool, &hash, idempotent);
+        match step {
+            Step::Refuse(_) => self.refused.store(true, Ordering::Release),
+            Step::Run(n) => self.started(n, tool, &hash, idempotent)?,
+            Step::Replay(_) => {}
         }
-        step
+        Ok(step)
     }
 
     /// Whether the resume stopped at a call that did not match the run.
@@ -476,14 +480,13 @@ impl Journal {
         self.refused.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn decide(&self, tool: &str, args: &Value, idempotent: bool) -> Step {
+    fn decide(&self, tool: &str, hash: &str, idempotent: bool) -> Step {
         let mut cursor = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let n = cursor.next;
         cursor.next += 1;
         let Some(recorded) = cursor.replay.get(n as usize - 1) else {
             return Step::Run(n);
         };
-        let hash = value_hash(&self.key, args);
         if recorded.tool != tool || recorded.args != hash {
             return Step::Refuse(format!(
                 "the resume of run {} stopped at its state-changing call {n}: the run called `{}` \
@@ -530,8 +533,7 @@ impl Journal {
     /// Records that step `n` is about to run. For a tool that is not idempotent the line is
     /// synced before it runs, so a step the process died in is known to be unknown; an
     /// idempotent one may run again on a resume anyway, so it costs no sync.
-    pub(crate) fn started(&self, n: u64, tool: &str, args: &Value, idempotent: bool) -> Result<()> {
-        let hash = value_hash(&self.key, args);
+    fn started(&self, n: u64, tool: &str, hash: &str, idempotent: bool) -> Result<()> {
         let mut w = lock(&self.file);
         w.scratch.clear();
         let _ = write!(w.scratch, "{{\"step\":{n},\"tool\":");

@@ -328,14 +328,10 @@ async fn decide_and_run(
     let journaled = match ctx.journal().filter(|_| plan_entry) {
         None => None,
         Some(j) => match j.step(name, &args, spec.annotations.idempotent_hint) {
-            journal::Step::Replay(v) => return Outcome::Done(v),
-            journal::Step::Refuse(why) => return Outcome::Failed(Error::Refused(why)),
-            journal::Step::Run(n) => {
-                if let Err(e) = j.started(n, name, &args, spec.annotations.idempotent_hint) {
-                    return Outcome::Failed(e);
-                }
-                Some((Arc::clone(j), n, ctx.secrets().to_vec()))
-            }
+            Ok(journal::Step::Replay(v)) => return Outcome::Done(v),
+            Ok(journal::Step::Refuse(why)) => return Outcome::Failed(Error::Refused(why)),
+            Ok(journal::Step::Run(n)) => Some((Arc::clone(j), n, ctx.secrets().to_vec())),
+            Err(e) => return Outcome::Failed(e),
         },
     };
     let invocation = Invocation {

@@ -160,3 +160,32 @@ impl Index {
         }
     }
 }
+
+/// Loads one store's programs against its part of the index: each stored program (`key`, the
+/// stamp of its files) whose entry carries that stamp is kept as indexed if `restore` registers
+/// it from the entry; the others are loaded now (`load`: compiled, checked, registered; `None`
+/// when they do not load, so they are never indexed). `fresh` gets the entries of all that
+/// loaded; returns whether they differ from `indexed`.
+pub(super) fn load_store(
+    mut indexed: BTreeMap<String, Entry>,
+    fresh: &mut BTreeMap<String, Entry>,
+    stored: impl IntoIterator<Item = (String, Stamp)>,
+    mut restore: impl FnMut(&str, &Entry) -> bool,
+    mut load: impl FnMut(&str) -> Option<Vec<ToolSpec>>,
+) -> bool {
+    let mut changed = false;
+    for (key, stamp) in stored {
+        if let Some(entry) = indexed.remove(&key).filter(|e| e.stamp == stamp)
+            && restore(&key, &entry)
+        {
+            fresh.insert(key, entry);
+            continue;
+        }
+        changed = true;
+        if let Some(specs) = load(&key) {
+            let tools = specs.iter().map(Indexed::of).collect();
+            fresh.insert(key, Entry { stamp, tools });
+        }
+    }
+    changed || !indexed.is_empty()
+}

@@ -52,6 +52,20 @@ fn skill_prefix(name: &str) -> String {
 /// A file's or folder's stamp: modification time and size (for a folder, of what is in it).
 type Stamp = Vec<(SystemTime, u64)>;
 
+/// A path's file name, as text (`""` for none).
+fn file_name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// A path's file name without its extension, as text: a custom tool's name from its file.
+fn file_stem_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn file_stamp(path: &Path) -> Stamp {
     std::fs::metadata(path)
         .ok()
@@ -119,10 +133,7 @@ pub fn watch(host: &Host) {
 /// change itself), so the watcher does not reload it and announce the same change twice.
 pub fn noted_custom_tool(host: &Host, path: &Path) {
     let stamp = file_stamp(path);
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = file_stem_of(path);
     let entry = host
         .registry()
         .get(&name)
@@ -131,11 +142,7 @@ pub fn noted_custom_tool(host: &Host, path: &Path) {
             stamp: stamp.clone(),
             tools: vec![index::Indexed::of(t.spec())],
         });
-    let key = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    index::Index::update(host, |i| &mut i.custom_tools, &key, entry);
+    index::Index::update(host, |i| &mut i.custom_tools, &file_name_of(path), entry);
     if let Some(seen) = host.library_seen().as_mut() {
         let key = path.display().to_string();
         if stamp.is_empty() {
@@ -197,10 +204,7 @@ pub fn sync(host: &Host) -> bool {
     }
     for path in before.custom_tools.keys() {
         if !now.custom_tools.contains_key(path) {
-            let name = Path::new(path)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let name = file_stem_of(Path::new(path));
             let is_custom = host
                 .registry()
                 .get(&name)

@@ -12,8 +12,8 @@ use super::{Compiled, Definition, bad, compile};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::library::file_stamp;
-use crate::library::index::{Entry, Indexed};
+use crate::library::index::{Entry, load_store};
+use crate::library::{file_name_of, file_stamp, file_stem_of};
 use crate::registry::{Capabilities, Kind, ToolSpec};
 use crate::store::{self, FileLock};
 
@@ -44,44 +44,31 @@ pub fn stored_files(host: &Host) -> Vec<PathBuf> {
 /// gets the entries of all that loaded; returns whether they differ from `indexed`.
 pub(in crate::library) fn load_indexed(
     host: &Host,
-    mut indexed: BTreeMap<String, Entry>,
+    indexed: BTreeMap<String, Entry>,
     fresh: &mut BTreeMap<String, Entry>,
 ) -> bool {
-    let mut changed = false;
-    for path in stored_files(host) {
-        let key = path
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let stamp = file_stamp(&path);
-        if let Some(entry) = indexed.remove(&key).filter(|e| e.stamp == stamp)
-            && let [tool] = entry.tools.as_slice()
-            && path.file_stem().is_some_and(|s| *s == *tool.name())
+    let dir = dir(host);
+    let stored = stored_files(host)
+        .into_iter()
+        .map(|path| (file_name_of(&path), file_stamp(&path)));
+    let restore = |key: &str, entry: &Entry| {
+        let path = dir.join(key);
+        // one tool, named as its file
+        matches!(entry.tools.as_slice(), [tool] if file_stem_of(&path) == tool.name()
             && host
                 .registry()
                 .restore(tool.spec(), indexed_handler(path.clone()))
-                .is_ok()
-        {
-            fresh.insert(key, entry);
-            continue;
-        }
-        changed = true;
-        if let Some(spec) = load_file(host, &path) {
-            let tools = vec![Indexed::of(&spec)];
-            fresh.insert(key, Entry { stamp, tools });
-        }
-    }
-    changed || !indexed.is_empty()
+                .is_ok())
+    };
+    let load = |key: &str| load_file(host, &dir.join(key)).map(|spec| vec![spec]);
+    load_store(indexed, fresh, stored, restore, load)
 }
 
 /// Reads and compiles one stored definition (its file name must be its tool's).
 pub(super) fn compile_stored(host: &Host, path: &Path) -> Result<Compiled> {
     let d = store::read_json::<Definition>(path)?
         .ok_or_else(|| Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
-    let expected = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let expected = file_stem_of(path);
     if d.name != expected {
         return Err(bad(
             &d.name,

@@ -14,7 +14,7 @@ use super::{DEFAULT_TIMEOUT, bad};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::library::folder_stamp;
-use crate::library::index::{Entry, Indexed};
+use crate::library::index::{Entry, load_store};
 use crate::registry::ToolSpec;
 use crate::store::{self, FileLock};
 
@@ -412,33 +412,23 @@ pub fn recover(host: &Host) {
 /// differ from `indexed`. `recover` ran when the host opened.
 pub(in crate::library) fn load_indexed(
     host: &Host,
-    mut indexed: BTreeMap<String, Entry>,
+    indexed: BTreeMap<String, Entry>,
     fresh: &mut BTreeMap<String, Entry>,
 ) -> bool {
-    let mut changed = false;
-    for (name, dir) in installed(host) {
-        let stamp = folder_stamp(&dir);
-        if let Some(entry) = indexed.remove(&name).filter(|e| e.stamp == stamp) {
-            let prefix = tool_name(&name, "");
-            let restored = entry.tools.iter().all(|t| {
-                t.name().strip_prefix(&prefix).is_some_and(|script| {
-                    host.registry()
-                        .restore(t.spec(), script_handler(&name, script))
-                        .is_ok()
-                })
-            });
-            if restored {
-                fresh.insert(name, entry);
-                continue;
-            }
-        }
-        changed = true;
-        if let Some(specs) = load_one(host, &name) {
-            let tools = specs.iter().map(Indexed::of).collect();
-            fresh.insert(name, Entry { stamp, tools });
-        }
-    }
-    changed || !indexed.is_empty()
+    let stored = installed(host)
+        .into_iter()
+        .map(|(name, dir)| (name, folder_stamp(&dir)));
+    let restore = |name: &str, entry: &Entry| {
+        let prefix = tool_name(name, "");
+        entry.tools.iter().all(|t| {
+            t.name().strip_prefix(&prefix).is_some_and(|script| {
+                host.registry()
+                    .restore(t.spec(), script_handler(name, script))
+                    .is_ok()
+            })
+        })
+    };
+    load_store(indexed, fresh, stored, restore, |name| load_one(host, name))
 }
 
 /// (Re)registers one skill's script tools as its files say: none when it is disabled or gone;
