@@ -360,7 +360,7 @@ pub enum Switch {
 pub fn main() -> ExitCode {
     use clap::FromArgMatches;
     // the tools are registered on another core while the arguments are parsed
-    let registry = std::thread::spawn(crate::host::builtin_registry);
+    let registry = Preparing::start();
     let parsed = super::docs::definition()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m));
@@ -400,12 +400,41 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The built-in registry being made on another core while the arguments are parsed; once it
+/// is handed over, that core makes the first Lua state ahead ([`crate::script::ahead`]).
+struct Preparing {
+    registry: std::sync::mpsc::Receiver<Result<crate::registry::Registry>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Preparing {
+    fn start() -> Preparing {
+        crate::script::ahead::expect();
+        let (send, registry) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::spawn(move || {
+            let _ = send.send(crate::host::builtin_registry());
+            crate::script::ahead::make();
+        });
+        Preparing { registry, thread }
+    }
+
+    /// The registry, once made; a panic while making it goes on in this thread.
+    fn registry(self) -> Result<crate::registry::Registry> {
+        match self.registry.recv() {
+            Ok(made) => made,
+            Err(_) => match self.thread.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => Err(Error::Usage(
+                    "the tool registry could not be made: its thread stopped".into(),
+                )),
+            },
+        }
+    }
+}
+
 /// Runs a parsed command on the registry being made; the exit code. For the binary only: it
 /// ends the process after.
-async fn run(
-    cli: Cli,
-    registry: std::thread::JoinHandle<Result<crate::registry::Registry>>,
-) -> Result<u8> {
+async fn run(cli: Cli, registry: Preparing) -> Result<u8> {
     // Generated text about lmcp itself needs no host (and creates no folders).
     match &cli.command {
         Some(Command::Completions { shell }) => {
@@ -416,9 +445,7 @@ async fn run(
         _ => {}
     }
     let paths = Paths::discover()?;
-    let registry = registry
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    let registry = registry.registry()?;
     let host = Host::open_prepared(paths, crate::HostOptions::default(), registry)?;
     super::door::set_input_limit(host.config().limits.input_mb);
     // A config that cannot be read is said on every command, not once.

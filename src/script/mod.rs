@@ -67,7 +67,7 @@ mod vm;
 
 pub use sourcecheck::{MAX_GOTOS, MAX_LOGIC_CHAIN, refuse_slow_source};
 pub use stdlib::{STDLIB_MODULES, module_source};
-pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
+pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions, ahead};
 
 use std::sync::Arc;
 

@@ -272,6 +272,119 @@ impl RunState {
     }
 }
 
+/// A Lua state with its standard libraries opened and the prelude compiled, not yet run: the
+/// part of a [`Vm`] that needs neither the host nor the run.
+struct Fresh {
+    lua: Lua,
+    prelude: Function,
+}
+
+impl Fresh {
+    fn make() -> mlua::Result<Fresh> {
+        // the libraries a script may use (`require` and `io` are the prelude's own, narrowed)
+        let libs = StdLib::TABLE
+            | StdLib::STRING
+            | StdLib::MATH
+            | StdLib::UTF8
+            | StdLib::COROUTINE
+            | StdLib::OS;
+        let lua = Lua::new_with(libs, LuaOptions::new())?;
+        let prelude = lua
+            .load(PRELUDE)
+            .set_name("=prelude")
+            .set_mode(ChunkMode::Text)
+            .into_function()?;
+        Ok(Fresh { lua, prelude })
+    }
+}
+
+/// One [`Fresh`] state made ahead, on another core while the CLI parses its arguments and
+/// opens the host: compiling the prelude is a third of a one-line `lmcp run`'s own time.
+/// The first [`Vm::new`] takes it; every later one (and any when none was made) makes its own.
+pub mod ahead {
+    use std::sync::{Condvar, Mutex};
+
+    use super::Fresh;
+
+    enum Slot {
+        Empty,
+        Making,
+        Ready(Fresh),
+    }
+
+    /// A slot for one state and the signal that it was filled (one per process: [`SLOT`]).
+    pub(super) struct Ahead {
+        slot: Mutex<Slot>,
+        made: Condvar,
+    }
+
+    pub(super) static SLOT: Ahead = Ahead::new();
+
+    impl Ahead {
+        pub(super) const fn new() -> Ahead {
+            Ahead {
+                slot: Mutex::new(Slot::Empty),
+                made: Condvar::new(),
+            }
+        }
+
+        fn set(&self, slot: Slot) {
+            *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = slot;
+            self.made.notify_all();
+        }
+
+        pub(super) fn expect(&self) {
+            self.set(Slot::Making);
+        }
+
+        pub(super) fn make(&self, make: impl FnOnce() -> mlua::Result<Fresh>) {
+            // a failure or a panic empties the slot, so that no one waits for it for ever
+            struct Unblock<'a>(&'a Ahead);
+            impl Drop for Unblock<'_> {
+                fn drop(&mut self) {
+                    let mut slot = self.0.slot.lock().unwrap_or_else(|p| p.into_inner());
+                    if matches!(*slot, Slot::Making) {
+                        *slot = Slot::Empty;
+                        self.0.made.notify_all();
+                    }
+                }
+            }
+            let _unblock = Unblock(self);
+            if let Ok(fresh) = make() {
+                self.set(Slot::Ready(fresh));
+            }
+        }
+
+        pub(super) fn take(&self) -> Option<Fresh> {
+            let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+            while matches!(*slot, Slot::Making) {
+                slot = self.made.wait(slot).unwrap_or_else(|p| p.into_inner());
+            }
+            match std::mem::replace(&mut *slot, Slot::Empty) {
+                Slot::Ready(fresh) => Some(fresh),
+                _ => None,
+            }
+        }
+    }
+
+    /// Says a state is on its way, before the thread that makes it starts, so that a `Vm::new`
+    /// meanwhile waits for it rather than making a second one beside it.
+    pub fn expect() {
+        SLOT.expect();
+    }
+
+    /// Makes the state [`expect`] announced, on the calling thread. A failure or a panic
+    /// leaves the slot empty: the run then makes its own and reports what went wrong.
+    pub fn make() {
+        SLOT.make(Fresh::make);
+    }
+
+    /// The state made ahead, waiting for it if it is on its way; `None` when there is none.
+    pub(super) fn take() -> Option<Fresh> {
+        SLOT.take()
+    }
+}
+
 /// A sandboxed Lua state with the host API installed.
 pub struct Vm {
     lua: Lua,
@@ -288,15 +401,12 @@ impl Vm {
         ctx: CallContext,
         options: VmOptions,
     ) -> Result<Vm> {
-        let libs = StdLib::TABLE
-            | StdLib::STRING
-            | StdLib::MATH
-            | StdLib::UTF8
-            | StdLib::COROUTINE
-            | StdLib::OS;
         let memory = options.limits.memory;
         let script_error = |e| lua_error(e, memory);
-        let lua = Lua::new_with(libs, LuaOptions::new()).map_err(script_error)?;
+        let Fresh { lua, prelude } = match ahead::take() {
+            Some(fresh) => fresh,
+            None => Fresh::make().map_err(script_error)?,
+        };
         let state = Arc::new(RunState {
             host,
             handle,
@@ -322,12 +432,7 @@ impl Vm {
             )
             .map_err(script_error)?;
         }
-        let (env, runner): (Table, Function) = lua
-            .load(PRELUDE)
-            .set_name("=prelude")
-            .set_mode(ChunkMode::Text)
-            .call(api)
-            .map_err(script_error)?;
+        let (env, runner): (Table, Function) = prelude.call(api).map_err(script_error)?;
         // Nothing the prelude kept in the real globals may stay reachable.
         let globals = lua.globals();
         let mut keys = Vec::new();
@@ -857,4 +962,52 @@ fn pattern_api(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
         )?,
     )?;
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::Fresh;
+    use super::ahead::Ahead;
+
+    #[test]
+    fn a_state_made_ahead_is_waited_for_and_taken_once() {
+        let ahead = Arc::new(Ahead::new());
+        assert!(
+            ahead.take().is_none(),
+            "nothing announced: nothing to wait for"
+        );
+        ahead.expect();
+        let maker = Arc::clone(&ahead);
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            maker.make(Fresh::make);
+        });
+        // announced but not made yet: the taker waits for it rather than getting nothing
+        let fresh = ahead.take().expect("the announced state");
+        let f: mlua::Function = fresh.prelude;
+        assert!(f.info().what == "main", "the prelude, compiled and not run");
+        assert!(ahead.take().is_none(), "taken once");
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_failed_or_panicking_maker_does_not_leave_takers_waiting() {
+        let ahead = Arc::new(Ahead::new());
+        ahead.expect();
+        ahead.make(|| Err(mlua::Error::runtime("no memory")));
+        assert!(ahead.take().is_none());
+        ahead.expect();
+        let maker = Arc::clone(&ahead);
+        let panicked = std::thread::spawn(move || maker.make(|| panic!("a maker that panics")))
+            .join()
+            .is_err();
+        assert!(panicked);
+        assert!(
+            ahead.take().is_none(),
+            "the slot was emptied as the maker unwound"
+        );
+    }
 }
