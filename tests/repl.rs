@@ -181,3 +181,167 @@ fn ctrl_c_withdraws_an_open_question() {
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
 }
+
+/// What a session tried becomes a recipe and a tool (`/history`, `/drop`, `/params`, `/save`),
+/// shown before it is saved through the gate; both then run from the CLI and over MCP with the
+/// session's result, and with a parameter changed.
+#[test]
+fn a_session_is_saved_as_a_recipe_and_a_tool() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+    cmd(&mut p, "n = 6", "", main);
+    cmd(&mut p, "n + 1", "7", main);
+    cmd(&mut p, "error('not kept')", "not kept", main);
+    cmd(&mut p, "local extra = 100", "", main);
+    cmd(
+        &mut p,
+        "tools.calculate{expression = n .. '*7'}.value",
+        "42",
+        main,
+    );
+    cmd(
+        &mut p,
+        "/history",
+        "[4] tools.calculate{expression = n .. '*7'}.value   -- calls calculate",
+        main,
+    );
+    cmd(&mut p, "/drop 9", "there is no chunk 9", main);
+    cmd(
+        &mut p,
+        "/drop 3",
+        "dropped chunk 3: local extra = 100",
+        main,
+    );
+    cmd(&mut p, "/params nope", "no chunk sets `nope`", main);
+    cmd(&mut p, "/params n", "n integer=6 (chunk 1)", main);
+
+    // -o writes the program instead of saving it
+    let file = home.path().join("tried.lua");
+    cmd(
+        &mut p,
+        &format!(
+            "/save recipe tried_calc -o {} Multiplies n by seven",
+            file.display()
+        ),
+        "wrote",
+        main,
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.starts_with(
+            "---@name tried_calc\n---@description Multiplies n by seven\n\
+             ---@param n integer=6 Set to 6 in the session\n---@uses calculate\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("error("),
+        "a failed chunk is not kept: {text}"
+    );
+    assert!(
+        !text.contains("extra"),
+        "a dropped chunk is left out: {text}"
+    );
+    assert!(
+        text.ends_with("\nreturn tools.calculate{expression = n .. '*7'}.value\n"),
+        "{text}"
+    );
+    cmd(
+        &mut p,
+        &format!("/save recipe again -o {} x", file.display()),
+        "exists",
+        main,
+    );
+
+    // saved as a recipe: the program is shown, then the gate asks
+    cmd(
+        &mut p,
+        "/save recipe tried_calc Multiplies n by seven",
+        "return tools.calculate",
+        "Allow? [y/N]",
+    );
+    cmd(&mut p, "y", "saved the recipe \"tried_calc\"", main);
+    // as a tool, the description asked for
+    cmd(&mut p, "/save tool user_tried_calc", "", "description: ");
+    cmd(
+        &mut p,
+        "Multiplies n by seven, as a tool",
+        "",
+        "Allow? [y/N]",
+    );
+    cmd(&mut p, "y", "saved the tool user_tried_calc", main);
+    cmd(&mut p, "tools.user_tried_calc{n = 2}", "14", main);
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+
+    // the CLI: the session's result, and with the parameter given
+    let h = home.path();
+    let run = common::json_out(&common::lmcp_ok(
+        h,
+        &["--json", "recipe", "run", "tried_calc", "--yes"],
+    ));
+    assert_eq!(run["result"], 42, "{run}");
+    let run = common::json_out(&common::lmcp_ok(
+        h,
+        &[
+            "--json",
+            "recipe",
+            "run",
+            "tried_calc",
+            "--yes",
+            "--param",
+            "n=3",
+        ],
+    ));
+    assert_eq!(run["result"], 21, "{run}");
+    let called = common::json_out(&common::lmcp_ok(
+        h,
+        &["--json", "call", "user_tried_calc", "{}"],
+    ));
+    assert_eq!(called["result"]["result"], 42, "{called}");
+    let from_file = common::json_out(&common::lmcp_ok(
+        h,
+        &["--json", "run", file.to_str().unwrap(), "--yes"],
+    ));
+    assert_eq!(from_file["result"], 42, "{from_file}");
+
+    // MCP: the same results
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = common::spawn(h, &["serve", "--profile", "full"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let call = |id: u32, name: &str, args: serde_json::Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}})
+    };
+    let lines = [
+        common::initialize(serde_json::json!(1)),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(
+            2,
+            "recipe_run",
+            serde_json::json!({"name": "tried_calc", "confirm": true}),
+        ),
+        call(3, "user_tried_calc", serde_json::json!({})),
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 3 {
+        let line = out.next().expect("an answer").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_u64() {
+            answers.insert(id, v);
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let recipe = &answers[&2]["result"]["structuredContent"];
+    assert_eq!(recipe["result"], 42, "{}", answers[&2]);
+    let tool = &answers[&3]["result"];
+    assert_eq!(tool["isError"], false, "{tool}");
+    assert!(tool.to_string().contains("42"), "{tool}");
+}

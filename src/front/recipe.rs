@@ -299,26 +299,28 @@ pub fn manifest_from_file(file: &Path) -> Result<Value> {
     match file.extension().and_then(|e| e.to_str()) {
         Some("json") => serde_json::from_str(&text)
             .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", file.display()))),
-        Some("lua") => {
-            let header =
-                crate::program::header::Header::parse(&text, &super::run::chunk_name(file))?;
-            let name = header.name.ok_or_else(|| {
-                Error::Usage(format!(
-                    "{} needs `---@name ...` in its header to be a recipe",
-                    file.display()
-                ))
-            })?;
-            let mut m = json!({"name": name, "lua": text});
-            if let Some(d) = header.description {
-                m["description"] = json!(d);
-            }
-            Ok(m)
-        }
+        Some("lua") => lua_manifest(&text, &super::run::chunk_name(file), &file.display()),
         _ => Err(Error::Usage(format!(
             "{} is neither .json nor .lua",
             file.display()
         ))),
     }
+}
+
+/// A recipe manifest for a Lua program whose header names it; `source` says where it comes
+/// from in errors.
+pub fn lua_manifest(text: &str, chunk: &str, source: &dyn std::fmt::Display) -> Result<Value> {
+    let header = crate::program::header::Header::parse(text, chunk)?;
+    let name = header.name.ok_or_else(|| {
+        Error::Usage(format!(
+            "{source} needs `---@name ...` in its header to be a recipe"
+        ))
+    })?;
+    let mut m = json!({"name": name, "lua": text});
+    if let Some(d) = header.description {
+        m["description"] = json!(d);
+    }
+    Ok(m)
 }
 
 /// `--param k=v` values typed by the manifest's declared params (or its Lua header's), parsed

@@ -28,6 +28,8 @@ use crate::host::Host;
 use crate::registry::Profile;
 use crate::script::{Output, Vm, VmOptions};
 
+use super::keep::{Chunk, Kept};
+
 /// What one input line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
@@ -50,10 +52,71 @@ pub enum Meta {
     Doc(String),
     /// `/confirm` (show) or `/confirm ask|preview|yes`
     Confirm(Option<ConfirmMode>),
+    /// `/history`: the kept chunks.
+    History,
+    /// `/drop N`
+    Drop(usize),
+    /// `/params` (show) or `/params NAME...` (mark).
+    Params(Vec<String>),
+    /// `/save recipe|tool NAME [-o FILE] [DESCRIPTION]`
+    Save(Save),
     /// `/quit` or `/exit`
     Quit,
     /// Anything else starting with `/`, with what went wrong.
     Bad(String),
+}
+
+/// What `/save` makes of the kept chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaveAs {
+    /// A recipe (`recipe_save`).
+    Recipe,
+    /// A custom tool (`custom_tool_create`).
+    Tool,
+}
+
+/// `/save recipe|tool NAME [-o FILE] [DESCRIPTION]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Save {
+    /// Recipe or tool.
+    pub kind: SaveAs,
+    /// The program's name.
+    pub name: String,
+    /// `-o FILE`: write the `.lua` there instead of saving it.
+    pub file: Option<std::path::PathBuf>,
+    /// The description given on the line; asked for when absent.
+    pub description: Option<String>,
+}
+
+const SAVE_USAGE: &str = "use /save recipe NAME or /save tool user_NAME, then optionally \
+                          -o FILE.lua and a description";
+
+fn parse_save(rest: &str) -> Meta {
+    let mut words = rest.split_whitespace();
+    let kind = match words.next() {
+        Some("recipe") => SaveAs::Recipe,
+        Some("tool") => SaveAs::Tool,
+        _ => return Meta::Bad(SAVE_USAGE.into()),
+    };
+    let Some(name) = words.next() else {
+        return Meta::Bad(SAVE_USAGE.into());
+    };
+    let mut file = None;
+    let mut words: Vec<&str> = words.collect();
+    if words.first() == Some(&"-o") {
+        match words.get(1) {
+            Some(f) => file = Some(std::path::PathBuf::from(f)),
+            None => return Meta::Bad("-o needs a file name, like -o tried.lua".into()),
+        }
+        words.drain(..2);
+    }
+    let description = (!words.is_empty()).then(|| words.join(" "));
+    Meta::Save(Save {
+        kind,
+        name: name.to_string(),
+        file,
+        description,
+    })
 }
 
 /// Parses one line typed at the main prompt.
@@ -67,6 +130,13 @@ pub fn parse_line(line: &str) -> Input {
     };
     let mut words = cmd.split_whitespace();
     let name = words.next().unwrap_or("");
+    match name {
+        "save" => return Input::Meta(parse_save(cmd["save".len()..].trim())),
+        "params" => {
+            return Input::Meta(Meta::Params(words.map(str::to_string).collect()));
+        }
+        _ => {}
+    }
     let arg = words.next();
     let extra = words.next();
     let meta = match (name, arg, extra) {
@@ -81,6 +151,14 @@ pub fn parse_line(line: &str) -> Input {
                 "unknown mode `{m}`; use /confirm ask, /confirm preview or /confirm yes"
             )),
         },
+        ("history", None, _) => Meta::History,
+        ("drop", Some(n), None) => match n.parse() {
+            Ok(n) => Meta::Drop(n),
+            Err(_) => Meta::Bad(format!(
+                "/drop needs a chunk number from /history, not `{n}`"
+            )),
+        },
+        ("drop", None, _) => Meta::Bad("/drop needs a chunk number from /history".into()),
         ("quit" | "exit" | "q", None, _) => Meta::Quit,
         _ => Meta::Bad(format!(
             "unknown command `/{name}`; /help lists the commands"
@@ -100,6 +178,12 @@ Commands:
   /tools              list the tools
   /doc NAME           a tool's description and arguments
   /confirm [MODE]     how state-changing calls are confirmed: ask (default), preview, yes
+  /history            the chunks kept so far (those that ran without error)
+  /drop N             leave chunk N out
+  /params [NAME...]   lift `local NAME = <literal>` lines into parameters
+  /save recipe NAME [-o FILE] [DESCRIPTION]
+  /save tool user_NAME [-o FILE] [DESCRIPTION]
+                      the kept chunks as one Lua program, shown, then saved (or written to FILE)
   /quit               leave (or Ctrl-D)
 Tab completes globals, tools.NAME and argument names inside tools.NAME{...}.
 Ctrl-C stops a running chunk; a line ending early continues on the next (>>).";
@@ -264,6 +348,8 @@ struct Session {
     mode: ConfirmMode,
     current: Arc<Mutex<Running>>,
     globals: GlobalNames,
+    /// The chunks that ran without error, for `/save`.
+    kept: Kept,
 }
 
 /// The chunk being run: its cancellation token (Ctrl-C cancels it), and whether it is still
@@ -333,16 +419,26 @@ impl Session {
     }
 
     /// Runs one complete chunk: an expression if it compiles as one, else statements.
-    fn eval(&self, source: &str) -> Result<Vec<String>> {
+    fn eval(&mut self, source: &str) -> Result<Vec<String>> {
         self.vm.set_context(self.context());
         let _finished = Finished(&self.current);
         let as_expr = format!("return {source}");
-        let chunk = if self.vm.compile(&as_expr, "stdin").is_ok() {
+        let expression = self.vm.compile(&as_expr, "stdin").is_ok();
+        let chunk = if expression {
             as_expr
         } else {
             source.to_string()
         };
-        let values = self.vm.exec(&chunk, "stdin")?;
+        self.vm.take_called();
+        let ran = self.vm.exec(&chunk, "stdin");
+        let tools = self.vm.take_called();
+        let values = ran?;
+        self.kept.push(Chunk {
+            source: source.to_string(),
+            expression,
+            statement: !expression || self.vm.compile(source, "stdin").is_ok(),
+            tools,
+        });
         let inspect = self.vm.exec("return require('inspect')", "repl")?;
         let inspect = match inspect.into_iter().next() {
             Some(mlua::Value::Function(f)) => f,
@@ -386,8 +482,100 @@ impl Session {
         *self.globals.lock().unwrap_or_else(|p| p.into_inner()) = snapshot;
     }
 
-    fn meta(&mut self, meta: Meta) -> bool {
+    /// `/save`: the kept chunks as one program, shown, then saved through the gate (or written
+    /// to the file given).
+    fn save(&self, save: Save, ask: &mut dyn FnMut(&str) -> Option<String>) -> Result<()> {
+        if self.kept.is_empty() {
+            return Err(Error::Usage(
+                "nothing to save: no chunk has run without error in this session".into(),
+            ));
+        }
+        let description = match save.description {
+            Some(d) => d,
+            None => ask("description: ").unwrap_or_default(),
+        };
+        let registry = self.host.registry();
+        let mut named = Vec::new();
+        for c in self.kept.chunks() {
+            for t in super::keep::mentioned_tools(&c.source) {
+                if registry.get(&t).is_some() && !named.contains(&t) {
+                    named.push(t);
+                }
+            }
+        }
+        let text = self.kept.program(&save.name, &description, &named)?;
+        println!("{text}");
+        let chunk = format!("{}.lua", save.name);
+        // the same checks as a file given to `lmcp recipe save` / `lmcp tool create`
+        let (tool, args) = match save.kind {
+            SaveAs::Recipe => (
+                "recipe_save",
+                serde_json::json!({"manifest": super::recipe::lua_manifest(&text, &chunk, &chunk)?}),
+            ),
+            SaveAs::Tool => (
+                "custom_tool_create",
+                super::tool_cmd::lua_tool_args(&text, &chunk, &chunk)?,
+            ),
+        };
+        if let Some(file) = save.file {
+            if std::fs::symlink_metadata(&file).is_ok() {
+                return Err(Error::Usage(format!(
+                    "{} exists; give another file name (nothing was written)",
+                    file.display()
+                )));
+            }
+            crate::store::atomic_write(&file, text.as_bytes())?;
+            let later = match save.kind {
+                SaveAs::Recipe => "lmcp recipe save",
+                SaveAs::Tool => "lmcp tool create",
+            };
+            println!(
+                "wrote {}; save it with `{later} {}`",
+                file.display(),
+                super::recipe::shell_quote(&file.display().to_string())
+            );
+            return Ok(());
+        }
+        let ctx = self.context();
+        let _finished = Finished(&self.current);
+        let outcome = self.handle.block_on(
+            self.host
+                .call(crate::gate::CallRequest::new(tool, args, ctx)),
+        );
+        outcome.into_result()?;
+        match save.kind {
+            SaveAs::Recipe => println!(
+                "saved the recipe \"{}\"; run it with `lmcp recipe run {} --yes`",
+                save.name, save.name
+            ),
+            SaveAs::Tool => println!(
+                "saved the tool {}; call it as tools.{}{{...}} or `lmcp call {}`",
+                save.name, save.name, save.name
+            ),
+        }
+        Ok(())
+    }
+
+    fn meta(&mut self, meta: Meta, ask: &mut dyn FnMut(&str) -> Option<String>) -> bool {
         match meta {
+            Meta::History => println!("{}", self.kept.listing()),
+            Meta::Drop(n) => match self.kept.drop_chunk(n) {
+                Ok(c) => println!(
+                    "dropped chunk {n}: {}",
+                    c.source.lines().next().unwrap_or("")
+                ),
+                Err(e) => errln!("{e}"),
+            },
+            Meta::Params(names) if names.is_empty() => println!("{}", self.kept.params_listing()),
+            Meta::Params(names) => match self.kept.set_params(names) {
+                Ok(()) => println!("{}", self.kept.params_listing()),
+                Err(e) => errln!("{e}"),
+            },
+            Meta::Save(save) => {
+                if let Err(e) = self.save(save, ask) {
+                    errln!("error: {e}");
+                }
+            }
             Meta::Help => println!("{HELP}"),
             Meta::Tools => {
                 for (t, a) in self.host.tools(Profile::Full) {
@@ -489,7 +677,9 @@ pub fn run_blocking(
         mode: ConfirmMode::Ask,
         current,
         globals: Arc::clone(&globals),
+        kept: Kept::default(),
     };
+    session.vm.record_calls();
     session.refresh_globals();
     let _ = &session.handle;
 
@@ -520,7 +710,8 @@ pub fn run_blocking(
                     match parse_line(&line) {
                         Input::Empty => continue,
                         Input::Meta(m) => {
-                            if !session.meta(m) {
+                            let mut ask = |prompt: &str| editor.readline(prompt).ok();
+                            if !session.meta(m, &mut ask) {
                                 break;
                             }
                             continue;
@@ -592,6 +783,37 @@ mod tests {
         );
         assert!(matches!(parse_line("/doc"), Input::Meta(Meta::Bad(_))));
         assert!(matches!(parse_line("/frob"), Input::Meta(Meta::Bad(m)) if m.contains("/frob")));
+        assert_eq!(parse_line("/history"), Input::Meta(Meta::History));
+        assert_eq!(parse_line("/drop 2"), Input::Meta(Meta::Drop(2)));
+        assert!(matches!(parse_line("/drop x"), Input::Meta(Meta::Bad(m)) if m.contains("`x`")));
+        assert_eq!(
+            parse_line("/params a b"),
+            Input::Meta(Meta::Params(vec!["a".into(), "b".into()]))
+        );
+        assert_eq!(
+            parse_line("/save tool user_x -o out.lua Adds  two"),
+            Input::Meta(Meta::Save(Save {
+                kind: SaveAs::Tool,
+                name: "user_x".into(),
+                file: Some("out.lua".into()),
+                description: Some("Adds two".into()),
+            }))
+        );
+        assert_eq!(
+            parse_line("/save recipe r"),
+            Input::Meta(Meta::Save(Save {
+                kind: SaveAs::Recipe,
+                name: "r".into(),
+                file: None,
+                description: None,
+            }))
+        );
+        for bad in ["/save", "/save thing x", "/save tool", "/save recipe r -o"] {
+            assert!(
+                matches!(parse_line(bad), Input::Meta(Meta::Bad(_))),
+                "{bad}"
+            );
+        }
         assert_eq!(parse_line("/quit"), Input::Meta(Meta::Quit));
     }
 

@@ -181,17 +181,7 @@ pub(super) fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<
             }
             v
         }
-        Some("lua") => {
-            let header =
-                crate::program::header::Header::parse(&text, &super::run::chunk_name(file))?;
-            let (Some(name), Some(description)) = (header.name, header.description) else {
-                return Err(Error::Usage(format!(
-                    "{} needs `---@name user_...` and `---@description ...` in its header",
-                    file.display()
-                )));
-            };
-            json!({"name": name, "description": description, "lua": text})
-        }
+        Some("lua") => lua_tool_args(&text, &super::run::chunk_name(file), &file.display())?,
         _ => {
             return Err(Error::Usage(format!(
                 "{} is neither .json nor .lua",
@@ -203,6 +193,22 @@ pub(super) fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<
         args["replace"] = json!(true);
     }
     Ok(args)
+}
+
+/// The arguments of `custom_tool_create` for a Lua program whose header names and describes
+/// it; `source` says where it comes from in errors.
+pub(super) fn lua_tool_args(
+    text: &str,
+    chunk: &str,
+    source: &dyn std::fmt::Display,
+) -> Result<Value> {
+    let header = crate::program::header::Header::parse(text, chunk)?;
+    let (Some(name), Some(description)) = (header.name, header.description) else {
+        return Err(Error::Usage(format!(
+            "{source} needs `---@name user_...` and `---@description ...` in its header"
+        )));
+    };
+    Ok(json!({"name": name, "description": description, "lua": text}))
 }
 
 pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {

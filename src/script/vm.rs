@@ -115,6 +115,10 @@ struct RunState {
     printed: std::sync::atomic::AtomicUsize,
     modules: Vec<(String, String)>,
     memory_limit: usize,
+    /// Whether tool calls are noted in `called` (the REPL, which keeps what a session tried).
+    recording: AtomicBool,
+    /// The tools called since the last [`Vm::take_called`], in order, each once.
+    called: Mutex<Vec<String>>,
 }
 
 impl Drop for Vm {
@@ -423,6 +427,8 @@ impl Vm {
             printed: std::sync::atomic::AtomicUsize::new(0),
             modules: options.modules,
             memory_limit: options.limits.memory,
+            recording: AtomicBool::new(false),
+            called: Mutex::new(Vec::new()),
         });
         let api = build_api(&lua, &state, &options.params).map_err(script_error)?;
         if let Some(config) = &options.config {
@@ -576,6 +582,16 @@ impl Vm {
         !expr_ok
             && incomplete(source)
             && (incomplete(&as_expr) || !source.trim_start().starts_with("return"))
+    }
+
+    /// Notes from now on which tools the chunks call (for [`Vm::take_called`]).
+    pub fn record_calls(&self) {
+        self.state.recording.store(true, Ordering::Relaxed);
+    }
+
+    /// The tools called (whatever their outcome) since the last take, in order, each once.
+    pub fn take_called(&self) -> Vec<String> {
+        std::mem::take(&mut *self.state.called.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The previews recorded so far, taken.
@@ -857,6 +873,12 @@ fn call_tool(
     args: &Value,
 ) -> mlua::Result<(bool, Value)> {
     s.check()?;
+    if s.recording.load(Ordering::Relaxed) {
+        let mut called = s.called.lock().unwrap_or_else(|p| p.into_inner());
+        if !called.iter().any(|c| c == name) {
+            called.push(name.to_string());
+        }
+    }
     let fail = |code: &str, message: &str| -> mlua::Result<(bool, Value)> {
         Ok((false, Value::Table(error_table(lua, code, message, name)?)))
     };
