@@ -254,6 +254,11 @@ fn a_session_is_saved_as_a_recipe_and_a_tool() {
         main,
     );
 
+    // in preview mode nothing is saved, and it says so
+    cmd(&mut p, "/confirm preview", "confirmation: preview", main);
+    cmd(&mut p, "/save recipe previewed Nothing", "previewed, not saved", main);
+    cmd(&mut p, "/confirm ask", "confirmation: ask", main);
+
     // saved as a recipe: the program is shown, then the gate asks
     cmd(
         &mut p,
@@ -282,6 +287,8 @@ fn a_session_is_saved_as_a_recipe_and_a_tool() {
         &["--json", "recipe", "run", "tried_calc", "--yes"],
     ));
     assert_eq!(run["result"], 42, "{run}");
+    let list = common::json_out(&common::lmcp_ok(h, &["--json", "recipe", "list"]));
+    assert!(!list.to_string().contains("previewed"), "{list}");
     let run = common::json_out(&common::lmcp_ok(
         h,
         &[

@@ -319,12 +319,16 @@ pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     crate::text::escape_controls_keep_lines(text)
 }
 
+/// The widest a column other than the last grows; longer cells are clipped with `…` (a name
+/// read from a damaged file can be any length).
+const MAX_COLUMN: usize = 60;
+
 /// Left-aligned columns, two spaces apart.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
+            widths[i] = widths[i].max(cell.chars().count()).min(MAX_COLUMN);
         }
     }
     let line = |cells: Vec<&str>| {
@@ -332,6 +336,9 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         for (i, c) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
                 s.push_str(c);
+            } else if c.chars().count() > widths[i] {
+                let clipped: String = c.chars().take(widths[i].saturating_sub(1)).collect();
+                s.push_str(&format!("{clipped}…  "));
             } else {
                 s.push_str(&format!("{c:<w$}  ", w = widths[i]));
             }
@@ -407,6 +414,22 @@ mod tests {
     use super::*;
     use crate::gate::Scripted;
     use crate::registry::Effect;
+
+    #[test]
+    fn tables_clip_cells_too_wide_for_a_column() {
+        let long = "p".repeat(100_000);
+        let t = table(
+            &["A", "B"],
+            &[vec![long.clone(), "x".into()], vec!["s".into(), long]],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0].trim_end(),
+            format!("A{}B", " ".repeat(MAX_COLUMN + 1))
+        );
+        assert_eq!(lines[1], format!("{}…  x", "p".repeat(MAX_COLUMN - 1)));
+        assert!(lines[2].starts_with(&format!("s{}p", " ".repeat(MAX_COLUMN + 1))));
+    }
 
     fn request(tool: &str, every_time: bool) -> ConfirmRequest {
         ConfirmRequest {

@@ -3,13 +3,16 @@
 //!
 //! Each chunk that ran without error is kept in order, with the tools it called. The program
 //! wraps each statement chunk in `do ... end`, so a `local` lasts one chunk as it did at the
-//! prompt, and globals carry from chunk to chunk as they did. A chunk that only showed a value
-//! (`total * 100`) does nothing in a program and is left out, unless it is the last: its value
-//! is then what the program returns. The header's `---@uses` lists every tool the chunks called
-//! or name as `tools.NAME`, so the saved program may call those and no others. `/params n`
-//! lifts an assignment of a literal (`local n = 5`, `n = "x"`) into `---@param n integer=5`,
-//! the line becoming `local n = params.n`: run without arguments, the program does what the
-//! session did.
+//! prompt, and globals carry from chunk to chunk as they did; a chunk with a `return` runs as
+//! its own function, as at the prompt, so it ends that chunk and not the program. Lines are
+//! kept byte for byte (no re-indenting: a long string would change). A chunk that only showed
+//! a value (`total * 100`, no tool called) does nothing in a program and is left out, unless
+//! it is the last: its value is then what the program returns. The header's `---@uses` lists
+//! the tools the kept chunks called, so the saved program may call those and no others (a
+//! branch the session never took may need more: `/save` says so). `/params n` lifts an
+//! assignment of a literal (`local n = 5`, `n = "x"`) into `---@param n integer=5`, the line
+//! becoming `local n = params.n`: run without arguments, the program does what the session
+//! did.
 
 use serde_json::{Value, json};
 
@@ -74,7 +77,7 @@ impl Kept {
             if !c.tools.is_empty() {
                 notes.push(format!("calls {}", c.tools.join(", ")));
             }
-            if c.expression && !c.statement && i != last {
+            if left_out(c) && i != last {
                 notes.push("shows a value: left out of a saved program".into());
             }
             let note = if notes.is_empty() {
@@ -99,31 +102,51 @@ impl Kept {
         out
     }
 
-    /// `/drop N`: removes chunk N (from 1); the chunk removed.
-    pub fn drop_chunk(&mut self, n: usize) -> Result<Chunk> {
-        if n == 0 || n > self.chunks.len() {
-            return Err(Error::Usage(match self.chunks.len() {
+    /// `/drop N...`: removes these chunks (numbered from 1, as `/history` shows them);
+    /// the chunks removed and the parameters that went with them. Nothing is removed when a
+    /// number is wrong.
+    pub fn drop_chunks(&mut self, numbers: &[usize]) -> Result<(Vec<Chunk>, Vec<String>)> {
+        let len = self.chunks.len();
+        if let Some(&n) = numbers.iter().find(|&&n| n == 0 || n > len) {
+            return Err(Error::Usage(match len {
                 0 => "there are no chunks to drop".into(),
-                len => format!("there is no chunk {n}: /history numbers them 1 to {len}"),
+                _ => format!("there is no chunk {n}: /history numbers them 1 to {len}"),
             }));
         }
-        let chunk = self.chunks.remove(n - 1);
-        // a parameter whose assignment went with the chunk is no longer one
+        let mut order = numbers.to_vec();
+        order.sort_unstable();
+        order.dedup();
+        let mut dropped = Vec::new();
+        for n in order.into_iter().rev() {
+            dropped.push(self.chunks.remove(n - 1));
+        }
+        dropped.reverse();
+        // a parameter whose assignment went with its chunk is no longer one
         let chunks = &self.chunks;
-        self.params.retain(|p| lift(chunks, p).is_ok());
-        Ok(chunk)
+        let (kept, lost) = std::mem::take(&mut self.params)
+            .into_iter()
+            .partition(|p| lift(chunks, p).is_ok());
+        self.params = kept;
+        Ok((dropped, lost))
     }
 
-    /// `/params NAME...`: marks these names as the program's parameters (replacing the
-    /// marks), each checked to have an assignment of a literal to lift.
-    pub fn set_params(&mut self, names: Vec<String>) -> Result<()> {
-        for (i, n) in names.iter().enumerate() {
-            if names[..i].contains(n) {
-                return Err(Error::Usage(format!("`{n}` is named twice")));
-            }
-            lift(&self.chunks, n)?;
+    /// `/params NAME...`: marks these names as parameters too, each checked to have an
+    /// assignment of a literal to lift that no later line sets again. `/params clear` unmarks
+    /// them all. Nothing changes when a name is refused.
+    pub fn add_params(&mut self, names: Vec<String>) -> Result<()> {
+        if names == ["clear"] {
+            self.params.clear();
+            return Ok(());
         }
-        self.params = names;
+        let mut all = self.params.clone();
+        for n in names {
+            if all.contains(&n) {
+                continue;
+            }
+            lift(&self.chunks, &n)?;
+            all.push(n);
+        }
+        self.params = all;
         Ok(())
     }
 
@@ -142,10 +165,9 @@ impl Kept {
             .join("\n")
     }
 
-    /// The Lua program: a header naming and describing it, its parameters and the tools it
-    /// uses, then the chunks. `named` lists the tool names the chunks mention as `tools.NAME`
-    /// that exist (so a branch the session did not take may still call them).
-    pub fn program(&self, name: &str, description: &str, named: &[String]) -> Result<String> {
+    /// The Lua program: a header naming and describing it, its parameters and the tools its
+    /// chunks called, then the chunks.
+    pub fn program(&self, name: &str, description: &str) -> Result<String> {
         if self.chunks.is_empty() {
             return Err(Error::Usage(
                 "nothing to save: no chunk has run without error in this session".into(),
@@ -160,10 +182,14 @@ impl Kept {
             .iter()
             .map(|p| lift(&self.chunks, p))
             .collect::<Result<_>>()?;
+        let last = self.chunks.len() - 1;
+        let emitted = |i: usize, c: &Chunk| i == last || !left_out(c);
         let mut uses: Vec<&str> = Vec::new();
-        for t in self.chunks.iter().flat_map(|c| &c.tools).chain(named) {
-            if !uses.contains(&t.as_str()) {
-                uses.push(t);
+        for (i, c) in self.chunks.iter().enumerate() {
+            for t in c.tools.iter().filter(|_| emitted(i, c)) {
+                if !uses.contains(&t.as_str()) {
+                    uses.push(t);
+                }
             }
         }
         uses.sort_unstable();
@@ -176,7 +202,6 @@ impl Kept {
             ));
         }
         out.push_str(&format!("---@uses {}\n", uses.join(", ")));
-        let last = self.chunks.len() - 1;
         for (i, c) in self.chunks.iter().enumerate() {
             let mut lines: Vec<String> = c.source.lines().map(str::to_string).collect();
             for l in lifted.iter().filter(|l| l.chunk == i) {
@@ -190,63 +215,49 @@ impl Kept {
                 lines[l.line] = format!("{indent}{local}{} = params.{}", l.name, l.name);
             }
             let body = lines.join("\n");
-            if c.expression && i == last {
-                out.push_str(&format!("\nreturn {body}\n"));
-            } else if !c.expression || c.statement {
-                out.push_str(&format!("\ndo\n{}\nend\n", indent_lines(&body)));
-            }
+            let block = if c.expression && i == last {
+                format!("return {body}")
+            } else if c.expression && !c.statement && !c.tools.is_empty() {
+                // a value shown, but the tools it called did something: the call stays
+                format!("do\nlocal _ = {body}\nend")
+            } else if left_out(c) {
+                continue;
+            } else if has_return(&body) {
+                // a chunk runs as a function at the prompt: its return ends it, not the program
+                let run = format!("(function(...)\n{body}\nend)(...)");
+                if i == last {
+                    format!("return {run}")
+                } else {
+                    run
+                }
+            } else {
+                format!("do\n{body}\nend")
+            };
+            out.push('\n');
+            out.push_str(&block);
+            out.push('\n');
         }
         Ok(out)
     }
 }
 
-fn indent_lines(body: &str) -> String {
-    body.lines()
-        .map(|l| {
-            if l.is_empty() {
-                String::new()
-            } else {
-                format!("  {l}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// Whether a chunk is left out of a program (unless last): it only showed a value, calling no
+/// tool.
+fn left_out(c: &Chunk) -> bool {
+    c.expression && !c.statement && c.tools.is_empty()
 }
 
-/// The tool names a chunk mentions as `tools.NAME` or `tools["NAME"]` / `tools['NAME']`.
-pub fn mentioned_tools(source: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = source;
-    while let Some(at) = rest.find("tools") {
-        let before = &rest[..at];
-        let after = &rest[at + "tools".len()..];
-        rest = after;
-        if before
-            .chars()
-            .next_back()
-            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
-        {
-            continue;
-        }
-        let name: String = if let Some(a) = after.strip_prefix('.') {
-            a.chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect()
-        } else if let Some(a) = after
-            .strip_prefix("[\"")
-            .or_else(|| after.strip_prefix("['"))
-        {
-            a.chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-                .collect()
-        } else {
-            continue;
-        };
-        if !name.is_empty() && !found.contains(&name) {
-            found.push(name);
-        }
-    }
-    found
+/// Whether the word `return` appears in the source (in code or not: wrapping a chunk as a
+/// function when it need not be changes nothing).
+fn has_return(source: &str) -> bool {
+    source.match_indices("return").any(|(at, _)| {
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        !source[..at].chars().next_back().is_some_and(word)
+            && !source[at + "return".len()..]
+                .chars()
+                .next()
+                .is_some_and(word)
+    })
 }
 
 /// Finds the first `local NAME = <literal>` or `NAME = <literal>` line (alone on its line).
@@ -274,6 +285,12 @@ fn lift(chunks: &[Chunk], name: &str) -> Result<Lifted> {
                 continue;
             }
             if let Some((kind, value)) = literal(value) {
+                if let Some(again) = set_again(chunks, name, ci, li) {
+                    return Err(Error::Usage(format!(
+                        "`{name}` is set again in chunk {again}, so a parameter would change \
+                         nothing after it; /drop that chunk or lift another name"
+                    )));
+                }
                 return Ok(Lifted {
                     name: name.to_string(),
                     chunk: ci,
@@ -288,6 +305,27 @@ fn lift(chunks: &[Chunk], name: &str) -> Result<Lifted> {
         "no chunk sets `{name}` to a literal on a line of its own (`local {name} = 5`, \
          `{name} = \"text\"`, `{name} = true`); /history shows the chunks"
     )))
+}
+
+/// The chunk (from 1) of a later line that assigns `name` again, after chunk `ci` line `li`.
+fn set_again(chunks: &[Chunk], name: &str, ci: usize, li: usize) -> Option<usize> {
+    for (cj, c) in chunks.iter().enumerate().skip(ci) {
+        for (lj, line) in c.source.lines().enumerate() {
+            if cj == ci && lj <= li {
+                continue;
+            }
+            let t = line.trim();
+            let t = t.strip_prefix("local ").map(str::trim_start).unwrap_or(t);
+            let assigns = t.strip_prefix(name).is_some_and(|rest| {
+                let rest = rest.trim_start();
+                (rest.starts_with('=') && !rest.starts_with("==")) || rest.starts_with(',')
+            });
+            if assigns {
+                return Some(cj + 1);
+            }
+        }
+    }
+    None
 }
 
 /// A Lua literal a parameter's default can be: a number, a plain quoted string (no escapes),
@@ -364,18 +402,17 @@ mod tests {
     #[test]
     fn chunks_become_one_program_with_header_and_blocks() {
         let mut k = session();
-        k.set_params(vec!["n".into(), "word".into()]).unwrap();
-        let p = k
-            .program("tried", "  What I tried,\n today ", &["write_file".into()])
-            .unwrap();
+        k.add_params(vec!["n".into()]).unwrap();
+        k.add_params(vec!["word".into(), "n".into()]).unwrap();
+        let p = k.program("tried", "  What I tried,\n today ").unwrap();
         let expected = "---@name tried\n---@description What I tried, today\n\
             ---@param n integer=4 Set to 4 in the session\n\
             ---@param word string=\"hi\" Set to \"hi\" in the session\n\
-            ---@uses calculate, write_file\n\
-            \ndo\n  local n = params.n\nend\n\
-            \ndo\n  word = params.word\nend\n\
-            \ndo\n  for i = 1, 3 do\n    total = (total or 0) + i\n  end\nend\n\
-            \ndo\n  tools.calculate{expression = '1+1'}\nend\n\
+            ---@uses calculate\n\
+            \ndo\nlocal n = params.n\nend\n\
+            \ndo\nword = params.word\nend\n\
+            \ndo\nfor i = 1, 3 do\n  total = (total or 0) + i\nend\nend\n\
+            \ndo\ntools.calculate{expression = '1+1'}\nend\n\
             \nreturn tools.calculate{expression = word .. total}\n";
         assert_eq!(p, expected);
         let h = crate::program::header::Header::parse(&p, "t.lua").unwrap();
@@ -384,6 +421,58 @@ mod tests {
             !h.params[0].required,
             "a lifted parameter defaults to the session's value"
         );
+    }
+
+    #[test]
+    fn returns_long_strings_and_values_with_effects_keep_their_meaning() {
+        let mut k = Kept::default();
+        k.push(chunk("return 42", false, false, &[]));
+        k.push(chunk("q = [[a\nb]]", false, false, &[]));
+        k.push(chunk(
+            "tools.workspace_create{name = 's'}.name",
+            true,
+            false,
+            &["workspace_create"],
+        ));
+        k.push(chunk("1 + 1", true, false, &[]));
+        k.push(chunk("if q then return #q end", false, false, &[]));
+        let p = k.program("r", "d").unwrap();
+        assert!(p.contains("---@uses workspace_create\n"), "{p}");
+        assert!(
+            p.contains("\n(function(...)\nreturn 42\nend)(...)\n"),
+            "{p}"
+        );
+        assert!(
+            p.contains("\ndo\nq = [[a\nb]]\nend\n"),
+            "lines kept byte for byte: {p}"
+        );
+        assert!(p.contains("\ndo\nlocal _ = tools.workspace_create{name = 's'}.name\nend\n"));
+        assert!(
+            !p.contains("1 + 1"),
+            "a value shown, nothing done: left out"
+        );
+        assert!(
+            p.ends_with("\nreturn (function(...)\nif q then return #q end\nend)(...)\n"),
+            "{p}"
+        );
+        // and Lua agrees: the first return ends only its chunk
+        let lua = mlua::Lua::new();
+        lua.globals()
+            .set("tools", lua.create_table().unwrap())
+            .unwrap();
+        let body = p.replace("local _ = tools.workspace_create{name = 's'}.name", "");
+        assert_eq!(lua.load(&body).eval::<i64>().unwrap(), 3);
+        // a tool called only in a left-out chunk is not granted
+        let mut k = Kept::default();
+        k.push(chunk(
+            "tools.calculate{expression = '1'}.value > 0",
+            true,
+            false,
+            &[],
+        ));
+        k.push(chunk("x = 1", false, false, &[]));
+        assert!(k.program("r", "d").unwrap().contains("---@uses \n"));
+        assert!(has_return("x = 1 return x") && !has_return("returned = 1; x.return_value = 2"));
     }
 
     #[test]
@@ -399,26 +488,39 @@ mod tests {
             listing.contains("[4] for i = 1, 3 do\n      total"),
             "{listing}"
         );
-        k.set_params(vec!["n".into()]).unwrap();
+        k.add_params(vec!["n".into()]).unwrap();
         let e = k
-            .set_params(vec!["missing".into()])
+            .add_params(vec!["missing".into()])
             .unwrap_err()
             .to_string();
         assert!(e.contains("no chunk sets `missing`"), "{e}");
-        assert!(k.set_params(vec!["n".into(), "n".into()]).is_err());
-        assert!(k.set_params(vec!["tools".into()]).is_err());
-        assert_eq!(k.params, vec!["n"], "a refused /params keeps the marks");
-        assert!(k.drop_chunk(0).is_err());
-        assert!(k.drop_chunk(7).unwrap_err().to_string().contains("1 to 6"));
-        assert_eq!(k.drop_chunk(1).unwrap().source, "local n = 4");
-        assert!(k.params.is_empty(), "the parameter went with its chunk");
+        assert!(k.add_params(vec!["word".into(), "tools".into()]).is_err());
+        assert_eq!(k.params, vec!["n"], "a refused /params changes nothing");
+        assert!(k.drop_chunks(&[0]).is_err());
+        let e = k.drop_chunks(&[2, 7]).unwrap_err().to_string();
+        assert!(e.contains("no chunk 7") && e.contains("1 to 6"), "{e}");
+        assert_eq!(k.chunks.len(), 6, "a wrong number drops nothing");
+        let (dropped, lost) = k.drop_chunks(&[3, 1, 3]).unwrap();
+        assert_eq!(dropped.len(), 2);
+        assert_eq!(dropped[0].source, "local n = 4");
+        assert_eq!(lost, vec!["n"], "the parameter went with its chunk");
+        assert_eq!(k.chunks[0].source, "word = 'hi'");
+        k.add_params(vec!["word".into()]).unwrap();
+        k.add_params(vec!["clear".into()]).unwrap();
+        assert!(k.params.is_empty());
+        // a name set again later would make the parameter do nothing
+        let mut k = Kept::default();
+        k.push(chunk("cnt = 1", false, false, &[]));
+        k.push(chunk("print(cnt)\ncnt = 2", false, false, &[]));
+        let e = k.add_params(vec!["cnt".into()]).unwrap_err().to_string();
+        assert!(e.contains("set again in chunk 2"), "{e}");
         let empty = Kept::default();
-        assert!(empty.program("x", "y", &[]).is_err());
-        assert!(session().program("x", " ", &[]).is_err());
+        assert!(empty.program("x", "y").is_err());
+        assert!(session().program("x", " ").is_err());
     }
 
     #[test]
-    fn literals_and_mentions() {
+    fn literals() {
         assert_eq!(literal("5"), Some(("integer", json!(5))));
         assert_eq!(literal("-2.5"), Some(("number", json!(-2.5))));
         assert_eq!(literal("'a b'"), Some(("string", json!("a b"))));
@@ -427,9 +529,5 @@ mod tests {
         for no in ["x", "'a\\n'", "'a", "1 + 2", "f()", "{}", "0x10", "1e999"] {
             assert_eq!(literal(no), None, "{no}");
         }
-        assert_eq!(
-            mentioned_tools("x = tools.read_file{}; mytools.no{} tools['list_dir']{} t.tools.x"),
-            vec!["read_file", "list_dir"]
-        );
     }
 }

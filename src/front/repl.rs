@@ -54,8 +54,8 @@ pub enum Meta {
     Confirm(Option<ConfirmMode>),
     /// `/history`: the kept chunks.
     History,
-    /// `/drop N`
-    Drop(usize),
+    /// `/drop N...`
+    Drop(Vec<usize>),
     /// `/params` (show) or `/params NAME...` (mark).
     Params(Vec<String>),
     /// `/save recipe|tool NAME [-o FILE] [DESCRIPTION]`
@@ -98,13 +98,16 @@ fn parse_save(rest: &str) -> Meta {
         Some("tool") => SaveAs::Tool,
         _ => return Meta::Bad(SAVE_USAGE.into()),
     };
-    let Some(name) = words.next() else {
+    let Some(name) = words.next().filter(|n| !n.starts_with('-')) else {
         return Meta::Bad(SAVE_USAGE.into());
     };
     let mut file = None;
     let mut words: Vec<&str> = words.collect();
     if words.first() == Some(&"-o") {
-        match words.get(1) {
+        match words
+            .get(1)
+            .filter(|f| !f.starts_with('-') && !matches!(**f, "\"\"" | "''"))
+        {
             Some(f) => file = Some(std::path::PathBuf::from(f)),
             None => return Meta::Bad("-o needs a file name, like -o tried.lua".into()),
         }
@@ -152,12 +155,19 @@ pub fn parse_line(line: &str) -> Input {
             )),
         },
         ("history", None, _) => Meta::History,
-        ("drop", Some(n), None) => match n.parse() {
-            Ok(n) => Meta::Drop(n),
-            Err(_) => Meta::Bad(format!(
-                "/drop needs a chunk number from /history, not `{n}`"
-            )),
-        },
+        ("drop", Some(_), _) => {
+            let numbers: std::result::Result<Vec<usize>, String> = cmd["drop".len()..]
+                .split_whitespace()
+                .map(|n| {
+                    n.parse()
+                        .map_err(|_| format!("/drop needs chunk numbers from /history, not `{n}`"))
+                })
+                .collect();
+            match numbers {
+                Ok(n) => Meta::Drop(n),
+                Err(m) => Meta::Bad(m),
+            }
+        }
         ("drop", None, _) => Meta::Bad("/drop needs a chunk number from /history".into()),
         ("quit" | "exit" | "q", None, _) => Meta::Quit,
         _ => Meta::Bad(format!(
@@ -179,8 +189,8 @@ Commands:
   /doc NAME           a tool's description and arguments
   /confirm [MODE]     how state-changing calls are confirmed: ask (default), preview, yes
   /history            the chunks kept so far (those that ran without error)
-  /drop N             leave chunk N out
-  /params [NAME...]   lift `local NAME = <literal>` lines into parameters
+  /drop N...          leave these chunks out
+  /params [NAME...]   lift `local NAME = <literal>` lines into parameters (clear: none)
   /save recipe NAME [-o FILE] [DESCRIPTION]
   /save tool user_NAME [-o FILE] [DESCRIPTION]
                       the kept chunks as one Lua program, shown, then saved (or written to FILE)
@@ -494,17 +504,12 @@ impl Session {
             Some(d) => d,
             None => ask("description: ").unwrap_or_default(),
         };
-        let registry = self.host.registry();
-        let mut named = Vec::new();
-        for c in self.kept.chunks() {
-            for t in super::keep::mentioned_tools(&c.source) {
-                if registry.get(&t).is_some() && !named.contains(&t) {
-                    named.push(t);
-                }
-            }
-        }
-        let text = self.kept.program(&save.name, &description, &named)?;
+        let text = self.kept.program(&save.name, &description)?;
         println!("{text}");
+        println!(
+            "(---@uses lists the tools the kept chunks called; a branch the session did not take \
+             may need more: write the program with -o FILE and add them)"
+        );
         let chunk = format!("{}.lua", save.name);
         // the same checks as a file given to `lmcp recipe save` / `lmcp tool create`
         let (tool, args) = match save.kind {
@@ -518,6 +523,26 @@ impl Session {
             ),
         };
         if let Some(file) = save.file {
+            // checked as saving would check it, before anything is written
+            match save.kind {
+                SaveAs::Recipe => {
+                    let manifest =
+                        crate::library::recipes::parse_manifest(args["manifest"].clone())?;
+                    crate::library::recipes::check(&self.host, manifest)?;
+                }
+                SaveAs::Tool => {
+                    let definition = serde_json::from_value(args.clone())
+                        .map_err(|e| Error::Usage(format!("the tool cannot be defined: {e}")))?;
+                    crate::library::custom_tools::compile(&self.host, definition)?;
+                }
+            }
+            let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+            if parent.is_some_and(|p| !p.is_dir()) {
+                return Err(Error::Usage(format!(
+                    "{} is not a folder; give a file in an existing folder (nothing was written)",
+                    parent.unwrap_or(&file).display()
+                )));
+            }
             if std::fs::symlink_metadata(&file).is_ok() {
                 return Err(Error::Usage(format!(
                     "{} exists; give another file name (nothing was written)",
@@ -542,6 +567,10 @@ impl Session {
             self.host
                 .call(crate::gate::CallRequest::new(tool, args, ctx)),
         );
+        if let crate::gate::Outcome::Preview(_) = outcome {
+            println!("previewed, not saved (/confirm preview): /confirm ask, then /save again");
+            return Ok(());
+        }
         outcome.into_result()?;
         match save.kind {
             SaveAs::Recipe => println!(
@@ -559,15 +588,26 @@ impl Session {
     fn meta(&mut self, meta: Meta, ask: &mut dyn FnMut(&str) -> Option<String>) -> bool {
         match meta {
             Meta::History => println!("{}", self.kept.listing()),
-            Meta::Drop(n) => match self.kept.drop_chunk(n) {
-                Ok(c) => println!(
-                    "dropped chunk {n}: {}",
-                    c.source.lines().next().unwrap_or("")
-                ),
+            Meta::Drop(numbers) => match self.kept.drop_chunks(&numbers) {
+                Ok((dropped, lost)) => {
+                    for (n, c) in numbers.iter().zip(&dropped) {
+                        println!(
+                            "dropped chunk {n}: {}",
+                            c.source.lines().next().unwrap_or("")
+                        );
+                    }
+                    if !lost.is_empty() {
+                        println!(
+                            "no longer parameters (set in a dropped chunk): {}",
+                            lost.join(", ")
+                        );
+                    }
+                    println!("the chunks are numbered anew: /history shows them");
+                }
                 Err(e) => errln!("{e}"),
             },
             Meta::Params(names) if names.is_empty() => println!("{}", self.kept.params_listing()),
-            Meta::Params(names) => match self.kept.set_params(names) {
+            Meta::Params(names) => match self.kept.add_params(names) {
                 Ok(()) => println!("{}", self.kept.params_listing()),
                 Err(e) => errln!("{e}"),
             },
@@ -784,7 +824,7 @@ mod tests {
         assert!(matches!(parse_line("/doc"), Input::Meta(Meta::Bad(_))));
         assert!(matches!(parse_line("/frob"), Input::Meta(Meta::Bad(m)) if m.contains("/frob")));
         assert_eq!(parse_line("/history"), Input::Meta(Meta::History));
-        assert_eq!(parse_line("/drop 2"), Input::Meta(Meta::Drop(2)));
+        assert_eq!(parse_line("/drop 2 4"), Input::Meta(Meta::Drop(vec![2, 4])));
         assert!(matches!(parse_line("/drop x"), Input::Meta(Meta::Bad(m)) if m.contains("`x`")));
         assert_eq!(
             parse_line("/params a b"),
@@ -808,7 +848,15 @@ mod tests {
                 description: None,
             }))
         );
-        for bad in ["/save", "/save thing x", "/save tool", "/save recipe r -o"] {
+        for bad in [
+            "/save",
+            "/save thing x",
+            "/save tool",
+            "/save recipe r -o",
+            "/save recipe -o f.lua d",
+            "/save recipe r -o -o d",
+            "/save recipe r -o \"\" d",
+        ] {
             assert!(
                 matches!(parse_line(bad), Input::Meta(Meta::Bad(_))),
                 "{bad}"
