@@ -256,7 +256,12 @@ fn a_session_is_saved_as_a_recipe_and_a_tool() {
 
     // in preview mode nothing is saved, and it says so
     cmd(&mut p, "/confirm preview", "confirmation: preview", main);
-    cmd(&mut p, "/save recipe previewed Nothing", "previewed, not saved", main);
+    cmd(
+        &mut p,
+        "/save recipe previewed Nothing",
+        "previewed, not saved",
+        main,
+    );
     cmd(&mut p, "/confirm ask", "confirmation: ask", main);
 
     // saved as a recipe: the program is shown, then the gate asks

@@ -510,3 +510,82 @@ fn a_forged_result_in_a_journal_is_not_replayed() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A confirmed call of a state-changing custom tool keeps a journal of its own (its id in the
+/// result); inside a journaled script its calls go to the script's journal; a read-only tool,
+/// a preview and private mode keep none.
+#[test]
+fn custom_tools_called_as_tools_keep_journals() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let writer = write(
+        h,
+        "writer.lua",
+        "---@name user_two_writes\n---@description Writes two files.\n---@uses write_file\n\
+         tools.write_file{path = 'a.txt', content = 'a', overwrite = true}\n\
+         tools.write_file{path = 'b.txt', content = 'b', overwrite = true}\n\
+         return 'written'",
+    );
+    common::lmcp_ok(h, &["tool", "create", &writer]);
+    let reader = write(
+        h,
+        "reader.lua",
+        "---@name user_reads\n---@description Reads the time.\n---@uses get_datetime\n\
+         return tools.get_datetime{}.iso8601",
+    );
+    common::lmcp_ok(h, &["tool", "create", &reader]);
+    let runs = |h: &std::path::Path| json_out(&lmcp(h, &["runs", "--json"]));
+
+    let called = json_out(&common::lmcp_ok(
+        h,
+        &["--json", "call", "user_two_writes", "{}", "--yes"],
+    ));
+    let id = called["result"]["run"]
+        .as_str()
+        .expect("the run id")
+        .to_string();
+    let listed = runs(h);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["program"], "user_two_writes");
+    assert_eq!(listed[0]["state"], "done");
+    let shown = json_out(&lmcp(h, &["runs", "show", &id, "--json"]));
+    let steps = shown["step_list"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{shown}");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["tool"] == "write_file" && s["outcome"] == "done")
+    );
+
+    // read-only, previewed: no journal
+    common::lmcp_ok(h, &["call", "user_reads", "{}", "--yes"]);
+    let out = lmcp(h, &["--json", "call", "user_two_writes", "{}"]);
+    assert!(json_out(&out).get("run").is_none());
+    assert_eq!(runs(h).as_array().unwrap().len(), 1);
+
+    // inside a journaled script: one journal, the script's, with the tool's two writes
+    let script = write(h, "outer.lua", "return tools.user_two_writes{}.result");
+    common::lmcp_ok(h, &["run", &script, "--yes"]);
+    let listed = runs(h);
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let outer = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run"] != id.as_str())
+        .unwrap();
+    assert!(
+        outer["program"].as_str().unwrap().contains("outer"),
+        "{outer}"
+    );
+    let shown = json_out(&lmcp(
+        h,
+        &["runs", "show", outer["run"].as_str().unwrap(), "--json"],
+    ));
+    assert_eq!(shown["step_list"].as_array().unwrap().len(), 2, "{shown}");
+
+    // private mode: none
+    common::lmcp_ok(h, &["mode", "private", "on"]);
+    common::lmcp_ok(h, &["call", "user_two_writes", "{}", "--yes"]);
+    assert_eq!(runs(h).as_array().unwrap().len(), 2);
+}

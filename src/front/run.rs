@@ -92,7 +92,8 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
             }
             if let Some(id) = run_id.as_ref().filter(|_| !refused) {
                 errln!(
-                    "run {id} failed; after fixing the cause, go on from where it stopped with \
+                    "run {id} failed; once its cause is fixed (outside the script: a changed script \
+                     is not resumed), go on from where it stopped with \
                      `lmcp run {} --yes --resume {id}`",
                     super::recipe::shell_quote(&path.display().to_string())
                 );
@@ -154,7 +155,8 @@ pub fn runs(host: &Arc<Host>, action: RunsCommand, json: bool) -> Result<u8> {
             let value = Value::Array(runs.iter().map(|r| r.to_json(false)).collect());
             emit(json, &value, || {
                 if runs.is_empty() {
-                    return "no runs kept yet: confirmed `lmcp run` scripts keep a journal\n"
+                    return "no runs kept yet: confirmed scripts (`lmcp run`), recipe runs and calls of \
+                            state-changing custom tools keep a journal\n"
                         .to_string();
                 }
                 let rows: Vec<Vec<String>> = runs

@@ -63,8 +63,25 @@ pub(in crate::library) fn indexed_handler(path: PathBuf) -> Handler {
 /// Runs a compiled custom tool's program for one call.
 async fn run(inv: &crate::registry::Invocation, c: &Compiled) -> Result<Value> {
     let inputs = inv.args.as_object().cloned().unwrap_or_default();
-    let report = program::run(&inv.host, &inv.ctx, &c.program, &inputs, RunMode::AsCalled).await?;
-    Ok(match c.program.body {
+    let journal = tool_journal(inv, c)?;
+    let ctx = match &journal {
+        Some(j) => inv.ctx.clone().with_journal(Arc::clone(j)),
+        None => inv.ctx.clone(),
+    };
+    let ran = program::run(&inv.host, &ctx, &c.program, &inputs, RunMode::AsCalled).await;
+    let run_id = journal.as_ref().map(|j| {
+        j.end(if ran.is_ok() { "done" } else { "failed" });
+        j.id().to_string()
+    });
+    let report = match ran {
+        Ok(r) => r,
+        Err(Error::StepFailed(mut f)) => {
+            f.run = run_id;
+            return Err(Error::StepFailed(f));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut out = match c.program.body {
         Body::Lua(_) => {
             json!({"result": report.result, "output": report.output, "previews": report.previews})
         }
@@ -72,7 +89,30 @@ async fn run(inv: &crate::registry::Invocation, c: &Compiled) -> Result<Value> {
             let records: Vec<Value> = report.records.iter().map(StepRecord::summary).collect();
             json!({"result": report.result, "steps": records})
         }
-    })
+    };
+    if let Some(id) = run_id {
+        out["run"] = json!(id);
+    }
+    Ok(out)
+}
+
+/// The journal a custom tool's run keeps (`lmcp runs`): for a confirmed call of a tool that
+/// changes state, outside private mode, unless it runs inside a journaled run (a script or
+/// recipe), whose journal its calls go to.
+fn tool_journal(
+    inv: &crate::registry::Invocation,
+    c: &Compiled,
+) -> Result<Option<Arc<crate::gate::journal::Journal>>> {
+    if c.spec.effect == Effect::Read
+        || inv.ctx.journal().is_some()
+        || inv.ctx.confirm_mode() != crate::gate::ConfirmMode::Confirmed
+        || inv.host.config().modes.private
+    {
+        return Ok(None);
+    }
+    let journal =
+        crate::gate::journal::Journal::start(&inv.host, &c.spec.name, &c.program.fingerprint())?;
+    Ok(Some(Arc::new(journal)))
 }
 
 /// Registers `custom_tool_create`, `custom_tool_list` and `custom_tool_delete`.
