@@ -272,19 +272,10 @@ fn lift(chunks: &[Chunk], name: &str) -> Result<Lifted> {
     }
     for (ci, c) in chunks.iter().enumerate() {
         for (li, line) in c.source.lines().enumerate() {
-            let t = line.trim();
-            let t = t.strip_prefix("local ").map(str::trim_start).unwrap_or(t);
-            let Some(rest) = t.strip_prefix(name) else {
+            let Some(value) = assigned(line, name) else {
                 continue;
             };
-            let Some(value) = rest.trim_start().strip_prefix('=') else {
-                continue;
-            };
-            let value = value.trim().trim_end_matches(';').trim_end();
-            if value.starts_with('=') {
-                continue;
-            }
-            if let Some((kind, value)) = literal(value) {
+            if let Some((kind, value)) = literal(value.trim_end_matches(';').trim_end()) {
                 if let Some(again) = set_again(chunks, name, ci, li) {
                     return Err(Error::Usage(format!(
                         "`{name}` is set again in chunk {again}, so a parameter would change \
@@ -307,6 +298,21 @@ fn lift(chunks: &[Chunk], name: &str) -> Result<Lifted> {
     )))
 }
 
+/// What a line that assigns `name` (`[local] NAME = VALUE`) gives it, trimmed; `""` for one
+/// of several names assigned at once (`NAME, other = ...`). `None` when the line does not
+/// start by assigning `name`.
+fn assigned<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let t = line.trim();
+    let t = t.strip_prefix("local ").map(str::trim_start).unwrap_or(t);
+    let rest = t.strip_prefix(name)?.trim_start();
+    if rest.starts_with(',') {
+        return Some("");
+    }
+    rest.strip_prefix('=')
+        .filter(|v| !v.starts_with('='))
+        .map(str::trim)
+}
+
 /// The chunk (from 1) of a later line that assigns `name` again, after chunk `ci` line `li`.
 fn set_again(chunks: &[Chunk], name: &str, ci: usize, li: usize) -> Option<usize> {
     for (cj, c) in chunks.iter().enumerate().skip(ci) {
@@ -314,13 +320,7 @@ fn set_again(chunks: &[Chunk], name: &str, ci: usize, li: usize) -> Option<usize
             if cj == ci && lj <= li {
                 continue;
             }
-            let t = line.trim();
-            let t = t.strip_prefix("local ").map(str::trim_start).unwrap_or(t);
-            let assigns = t.strip_prefix(name).is_some_and(|rest| {
-                let rest = rest.trim_start();
-                (rest.starts_with('=') && !rest.starts_with("==")) || rest.starts_with(',')
-            });
-            if assigns {
+            if assigned(line, name).is_some() {
                 return Some(cj + 1);
             }
         }

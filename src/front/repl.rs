@@ -523,43 +523,7 @@ impl Session {
             ),
         };
         if let Some(file) = save.file {
-            // checked as saving would check it, before anything is written
-            match save.kind {
-                SaveAs::Recipe => {
-                    let manifest =
-                        crate::library::recipes::parse_manifest(args["manifest"].clone())?;
-                    crate::library::recipes::check(&self.host, manifest)?;
-                }
-                SaveAs::Tool => {
-                    let definition = serde_json::from_value(args.clone())
-                        .map_err(|e| Error::Usage(format!("the tool cannot be defined: {e}")))?;
-                    crate::library::custom_tools::compile(&self.host, definition)?;
-                }
-            }
-            let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
-            if parent.is_some_and(|p| !p.is_dir()) {
-                return Err(Error::Usage(format!(
-                    "{} is not a folder; give a file in an existing folder (nothing was written)",
-                    parent.unwrap_or(&file).display()
-                )));
-            }
-            if std::fs::symlink_metadata(&file).is_ok() {
-                return Err(Error::Usage(format!(
-                    "{} exists; give another file name (nothing was written)",
-                    file.display()
-                )));
-            }
-            crate::store::atomic_write(&file, text.as_bytes())?;
-            let later = match save.kind {
-                SaveAs::Recipe => "lmcp recipe save",
-                SaveAs::Tool => "lmcp tool create",
-            };
-            println!(
-                "wrote {}; save it with `{later} {}`",
-                file.display(),
-                super::recipe::shell_quote(&file.display().to_string())
-            );
-            return Ok(());
+            return self.write_program(save.kind, &file, &text, &args);
         }
         let ctx = self.context();
         let _finished = Finished(&self.current);
@@ -582,6 +546,53 @@ impl Session {
                 save.name, save.name, save.name
             ),
         }
+        Ok(())
+    }
+
+    /// `/save ... -o FILE`: the program checked as saving would check it, then written to a new
+    /// file (never over one) instead of saved.
+    fn write_program(
+        &self,
+        kind: SaveAs,
+        file: &std::path::Path,
+        text: &str,
+        args: &Json,
+    ) -> Result<()> {
+        // checked as saving would check it, before anything is written
+        match kind {
+            SaveAs::Recipe => {
+                let manifest = crate::library::recipes::parse_manifest(args["manifest"].clone())?;
+                crate::library::recipes::check(&self.host, manifest)?;
+            }
+            SaveAs::Tool => {
+                let definition = serde_json::from_value(args.clone())
+                    .map_err(|e| Error::Usage(format!("the tool cannot be defined: {e}")))?;
+                crate::library::custom_tools::compile(&self.host, definition)?;
+            }
+        }
+        let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+        if parent.is_some_and(|p| !p.is_dir()) {
+            return Err(Error::Usage(format!(
+                "{} is not a folder; give a file in an existing folder (nothing was written)",
+                parent.unwrap_or(file).display()
+            )));
+        }
+        if std::fs::symlink_metadata(file).is_ok() {
+            return Err(Error::Usage(format!(
+                "{} exists; give another file name (nothing was written)",
+                file.display()
+            )));
+        }
+        crate::store::atomic_write(file, text.as_bytes())?;
+        let later = match kind {
+            SaveAs::Recipe => "lmcp recipe save",
+            SaveAs::Tool => "lmcp tool create",
+        };
+        println!(
+            "wrote {}; save it with `{later} {}`",
+            file.display(),
+            super::recipe::shell_quote(&file.display().to_string())
+        );
         Ok(())
     }
 
