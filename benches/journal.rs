@@ -76,8 +76,10 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("{tool}/no_journal"), |b| b.iter(|| run(ctx())));
         group.bench_function(format!("{tool}/journal"), |b| {
             b.iter(|| {
-                let journal = Journal::start(&host, &program.name, "bench").unwrap();
-                run(ctx().with_journal(Arc::new(journal)))
+                // as a real run does: started, run, ended (so old journals are pruned)
+                let journal = Arc::new(Journal::start(&host, &program.name, "bench").unwrap());
+                run(ctx().with_journal(Arc::clone(&journal)));
+                journal.end("done");
             })
         });
     }

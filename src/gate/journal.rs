@@ -3,9 +3,10 @@
 //! repeating what it already did.
 //!
 //! The gate journals each state-changing leaf call a run makes (the calls a plan lists): before
-//! the handler runs, a `step` line with the tool and a hash of its arguments, written and synced
-//! — so a step the process died in is known to be *unknown*, never silently re-run — and after
-//! it, the outcome with its result. A resumed run replays the journal: its state-changing calls
+//! the handler runs, a `step` line with the tool and a hash of its arguments — synced to disk
+//! first where the tool is not idempotent, so a step the process died in is known to be
+//! *unknown*, never silently re-run — and after it, the outcome with its result. A run whose
+//! steps are all idempotent syncs nothing: losing its journal costs only running them again. A resumed run replays the journal: its state-changing calls
 //! are matched in order, tool and argument hash; a done step returns its recorded result without
 //! running; a failed step runs again; the first call that does not match stops the resume (the
 //! program or its inputs changed). A step whose outcome is unknown runs again only when the tool
@@ -35,80 +36,154 @@ pub fn runs_dir(host: &Host) -> PathBuf {
     host.paths().data_dir.join("runs")
 }
 
-/// A keyed hash (HMAC-SHA-256 under `key`) of a JSON value that does not depend on the order
-/// of object keys: with the key kept out of the journal, a short secret in the arguments
-/// cannot be guessed from it.
-pub fn value_hash(key: &[u8; 32], v: &Value) -> String {
-    hmac(key, |h| feed(v, h))
+/// HMAC-SHA-256 under this installation's journal key, with the key's two padded blocks
+/// hashed once: a step's hash then costs two compressions, not four.
+#[derive(Clone)]
+struct Keyed {
+    inner: Sha256,
+    outer: Sha256,
 }
 
-/// The seal of step `n`'s result: a keyed hash of the number and the result together.
-fn result_seal(key: &[u8; 32], n: u64, v: &Value) -> String {
-    hmac(key, |h| {
-        h.update(n.to_le_bytes());
-        feed(v, h);
-    })
+impl std::fmt::Debug for Keyed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keyed(..)")
+    }
 }
 
-/// HMAC-SHA-256 under `key` of what `message` feeds, in hex.
-fn hmac(key: &[u8; 32], message: impl FnOnce(&mut Sha256)) -> String {
-    let mut block = [0u8; 64];
-    block[..32].copy_from_slice(key);
-    let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
-    message(&mut inner);
-    let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    format!("{:x}", outer.finalize())
+/// A keyed hash in hex, made without allocating.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Mac([u8; 64]);
+
+impl Mac {
+    /// The hex digits.
+    fn as_str(&self) -> &str {
+        // only ASCII hex digits are ever written into it
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
 }
 
-/// Feeds a JSON value's canonical text (object keys sorted) to a hash.
-fn feed(v: &Value, h: &mut Sha256) {
+impl std::fmt::Debug for Mac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Keyed {
+    /// The hashing state for `key`.
+    fn new(key: &[u8; 32]) -> Keyed {
+        let mut block = [0u8; 64];
+        block[..32].copy_from_slice(key);
+        let mut inner = Sha256::new();
+        inner.update(block.map(|b| b ^ 0x36));
+        let mut outer = Sha256::new();
+        outer.update(block.map(|b| b ^ 0x5c));
+        Keyed { inner, outer }
+    }
+
+    /// The HMAC of what `message` feeds.
+    fn mac(&self, message: impl FnOnce(&mut Sha256)) -> Mac {
+        let mut inner = self.inner.clone();
+        message(&mut inner);
+        let mut outer = self.outer.clone();
+        outer.update(inner.finalize());
+        let digest = outer.finalize();
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (i, b) in digest.iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
+        Mac(out)
+    }
+
+    /// A keyed hash of a JSON value that does not depend on the order of object keys (that of
+    /// its canonical text, made in `scratch`): with the key kept out of the journal, a short
+    /// secret in the arguments cannot be guessed from it.
+    fn value_hash(&self, v: &Value, scratch: &mut Vec<u8>) -> Mac {
+        scratch.clear();
+        canonical(v, scratch);
+        let mac = self.mac(|h| h.update(&scratch[..]));
+        if scratch.capacity() > KEEP_SCRATCH {
+            *scratch = Vec::new();
+        }
+        mac
+    }
+
+    /// The seal of step `n`'s result, over the exact text the journal keeps of it: a result
+    /// changed in the file is not handed back.
+    fn seal(&self, n: u64, text: &[u8]) -> Mac {
+        self.mac(|h| {
+            h.update(b"seal2");
+            h.update(n.to_le_bytes());
+            h.update(text);
+        })
+    }
+
+    /// Whether `seal` is step `n`'s: over the result's `text` as kept, or (a journal an earlier
+    /// version wrote) over the canonical text of its value `v`.
+    fn verifies(&self, n: u64, seal: &str, text: Option<&str>, v: &Value) -> bool {
+        text.is_some_and(|text| self.seal(n, text.as_bytes()).0 == seal.as_bytes())
+            || self.canonical_seal(n, v).0 == seal.as_bytes()
+    }
+
+    /// The seal earlier versions made (over the result's canonical text), still checked so
+    /// their runs can be resumed.
+    fn canonical_seal(&self, n: u64, v: &Value) -> Mac {
+        let mut text = Vec::new();
+        canonical(v, &mut text);
+        self.mac(|h| {
+            h.update(n.to_le_bytes());
+            h.update(&text);
+        })
+    }
+}
+
+/// Appends a JSON value's canonical text (object keys sorted, no spaces) to `out`.
+fn canonical(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            h.update(b"{");
-            for (i, k) in keys.into_iter().enumerate() {
+            let entry = |i: usize, (k, x): (&String, &Value), out: &mut Vec<u8>| {
                 if i > 0 {
-                    h.update(b",");
+                    out.push(b',');
                 }
-                let _ = serde_json::to_writer(HashWriter(h), k);
-                h.update(b":");
-                feed(&m[k], h);
+                let _ = serde_json::to_writer(&mut *out, k);
+                out.push(b':');
+                canonical(x, out);
+            };
+            out.push(b'{');
+            // most objects are small and often in order already: then nothing is gathered
+            if m.keys().zip(m.keys().skip(1)).all(|(a, b)| a < b) {
+                m.iter().enumerate().for_each(|(i, e)| entry(i, e, out));
+            } else {
+                let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                entries
+                    .into_iter()
+                    .enumerate()
+                    .for_each(|(i, e)| entry(i, e, out));
             }
-            h.update(b"}");
+            out.push(b'}');
         }
         Value::Array(a) => {
-            h.update(b"[");
+            out.push(b'[');
             for (i, x) in a.iter().enumerate() {
                 if i > 0 {
-                    h.update(b",");
+                    out.push(b',');
                 }
-                feed(x, h);
+                canonical(x, out);
             }
-            h.update(b"]");
+            out.push(b']');
         }
-        // scalars as JSON writes them, so the hash is that of the canonical text
+        // scalars as JSON writes them
         scalar => {
-            let _ = serde_json::to_writer(HashWriter(h), scalar);
+            let _ = serde_json::to_writer(&mut *out, scalar);
         }
     }
 }
 
-/// Writes into a hash, so nothing is written out first.
-struct HashWriter<'a>(&'a mut Sha256);
-
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+/// Largest scratch buffer a journal keeps between lines: a step with larger arguments or
+/// result gives its memory back.
+const KEEP_SCRATCH: usize = 64 << 10;
 
 /// This installation's key for argument hashes (`CONFIG/journal.key`, readable by the user
 /// only), made on first use.
@@ -170,8 +245,10 @@ struct Recorded {
     tool: String,
     args: String,
     outcome: Option<Done>,
-    /// The result's seal ([`result_seal`]).
+    /// The result's seal ([`Keyed::seal`]).
     seal: Option<String>,
+    /// The result's text as the journal keeps it (what the seal covers).
+    result_text: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -200,20 +277,45 @@ pub struct Journal {
     file: Arc<Mutex<Writer>>,
     state: Mutex<Cursor>,
     retry_unknown: bool,
-    /// The key argument hashes are made with.
-    key: [u8; 32],
+    /// The key argument hashes and seals are made with.
+    keyed: Keyed,
     /// The resume stopped at a call that did not match: the run is left as it was.
     refused: std::sync::atomic::AtomicBool,
 }
 
-/// The journal file, written through a buffer: lines reach the file within [`FLUSH_EVERY`]
-/// (a background thread flushes), or at once where a step's safety needs it synced.
+/// The journal's lines on their way to the file: gathered in memory and written by the
+/// journal's own thread within [`FLUSH_EVERY`], so a run's steps do not wait on the file system;
+/// written at once where a reader may look for them, and synced where a step's safety needs it.
 #[derive(Debug)]
 struct Writer {
-    out: std::io::BufWriter<File>,
-    dirty: bool,
+    /// Lines not yet written, in order.
+    pending: Vec<u8>,
+    /// The file. Whoever writes takes its lock before letting go of the writer's, so lines
+    /// reach the file in the order they were made.
+    file: Arc<Mutex<File>>,
     /// The line being made (kept, so a step costs no allocation for it).
     scratch: Vec<u8>,
+    /// Where a step's arguments are laid out canonically to be hashed (kept, likewise).
+    canon: Vec<u8>,
+    /// The folder whose entry for a new journal is not yet synced: synced with the first line
+    /// that must be, so a run of idempotent steps only costs no sync at all.
+    unsynced_dir: Option<PathBuf>,
+}
+
+/// Most bytes of lines kept in memory: beyond, the run writes them itself (the journal's
+/// thread is falling behind).
+const MAX_PENDING: usize = 1 << 20;
+
+/// How far a journal line goes before [`Writer::commit`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Into memory: in the file within [`FLUSH_EVERY`].
+    Buffered,
+    /// Into the file (the kernel's cache): it survives a kill of the process, and other
+    /// processes see it.
+    Written,
+    /// Onto the disk, with the journal's folder entry: it survives a power cut.
+    Synced,
 }
 
 /// How soon a journal line reaches the file (and so survives a kill of the process). A line
@@ -222,50 +324,97 @@ struct Writer {
 const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Writer {
-    fn open(file: File) -> Arc<Mutex<Writer>> {
+    fn open(file: File, unsynced_dir: Option<PathBuf>) -> Arc<Mutex<Writer>> {
         let writer = Arc::new(Mutex::new(Writer {
-            out: std::io::BufWriter::with_capacity(64 << 10, file),
-            dirty: false,
+            pending: Vec::new(),
+            file: Arc::new(Mutex::new(file)),
             scratch: Vec::new(),
+            canon: Vec::new(),
+            unsynced_dir,
         }));
         let weak = Arc::downgrade(&writer);
         // ends with the journal
         let _ = std::thread::Builder::new()
             .name("lmcp-journal".into())
             .spawn(move || {
+                let mut batch = Vec::new();
                 loop {
                     std::thread::sleep(FLUSH_EVERY);
                     let Some(w) = weak.upgrade() else { return };
-                    let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
-                    if w.dirty {
-                        let _ = w.out.flush();
-                        w.dirty = false;
+                    let mut w = lock(&w);
+                    if w.pending.is_empty() {
+                        continue;
+                    }
+                    std::mem::swap(&mut w.pending, &mut batch);
+                    let file = Arc::clone(&w.file);
+                    let mut f = lock(&file);
+                    drop(w);
+                    // a line that cannot be written now is an outcome left unknown, or an
+                    // idempotent step run again on a resume: the careful side
+                    let _ = f.write_all(&batch);
+                    drop(f);
+                    batch.clear();
+                    if batch.capacity() > MAX_PENDING {
+                        batch = Vec::new();
                     }
                 }
             });
         writer
     }
 
-    /// Appends one line; `sync` flushes it and syncs the file before returning.
-    fn line(&mut self, path: &Path, v: &Value, sync: bool) -> Result<()> {
+    /// Appends one line, taken as far as `reach`.
+    fn line(&mut self, path: &Path, v: &Value, reach: Reach) -> Result<()> {
         self.scratch.clear();
         let _ = serde_json::to_writer(&mut self.scratch, v);
-        self.commit(path, sync)
+        self.commit(path, reach)
     }
 
-    /// Appends the line in `scratch`; `sync` as for [`Writer::line`].
-    fn commit(&mut self, path: &Path, sync: bool) -> Result<()> {
+    /// Starts a step's line in `scratch`: `{"step":N,"FIELD":`.
+    fn step_line(&mut self, n: u64, field: &str) {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(b"{\"step\":");
+        self.scratch
+            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        self.scratch.extend_from_slice(b",\"");
+        self.scratch.extend_from_slice(field.as_bytes());
+        self.scratch.extend_from_slice(b"\":");
+    }
+
+    /// Appends the line in `scratch`, taken as far as `reach` (with every line before it).
+    fn commit(&mut self, path: &Path, reach: Reach) -> Result<()> {
         self.scratch.push(b'\n');
-        let written = self.out.write_all(&self.scratch).and_then(|()| {
-            if sync {
-                self.out.flush()?;
-                self.out.get_ref().sync_data()
-            } else {
-                Ok(())
+        self.pending.extend_from_slice(&self.scratch);
+        if self.scratch.capacity() > KEEP_SCRATCH {
+            self.scratch = Vec::new();
+        }
+        if reach == Reach::Buffered && self.pending.len() <= MAX_PENDING {
+            return Ok(());
+        }
+        let file = Arc::clone(&self.file);
+        let mut f = lock(&file);
+        let written = f.write_all(&self.pending).and_then(|()| {
+            if reach == Reach::Synced {
+                f.sync_data()?;
+                if let Some(dir) = self.unsynced_dir.take() {
+                    store::sync_dir(&dir);
+                }
             }
+            Ok(())
         });
-        self.dirty = !sync;
+        self.pending.clear();
+        if self.pending.capacity() > MAX_PENDING {
+            self.pending = Vec::new();
+        }
         written.map_err(|e| Error::io(path, e))
+    }
+}
+
+impl Drop for Writer {
+    /// Lines still in memory reach the file when the journal goes.
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = lock(&self.file).write_all(&self.pending);
+        }
     }
 }
 
@@ -291,8 +440,14 @@ const KEEP_RUNS: usize = 200;
 /// Beyond this many, the oldest go whatever their state (runs nobody resumed).
 const MAX_RUNS: usize = 1000;
 
-/// Removes the oldest journals beyond [`KEEP_RUNS`] whose run ended (`done`), and any beyond
-/// [`MAX_RUNS`]; a failed or unfinished run stays resumable until then.
+/// Most journals [`prune`] reads the end of as a run starts: the work stays small however many
+/// failed runs are kept.
+const PRUNE_LOOKS: usize = 32;
+
+/// Removes the oldest journals beyond [`KEEP_RUNS`] whose run ended (`done`), and the oldest
+/// beyond [`MAX_RUNS`] whatever their state; a failed or unfinished run stays resumable until
+/// then. Only the [`PRUNE_LOOKS`] oldest are read: behind as many kept runs, done ones wait for
+/// the [`MAX_RUNS`] bound.
 fn prune(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -309,13 +464,15 @@ fn prune(dir: &Path) {
     names.sort();
     let mut left = names.len();
     for (i, path) in names.iter().enumerate() {
-        if left <= KEEP_RUNS {
+        if left <= KEEP_RUNS || (i >= PRUNE_LOOKS && left <= MAX_RUNS) {
             break;
         }
-        let too_many = names.len() - i > MAX_RUNS;
-        if (too_many || ended_done(path)) && std::fs::remove_file(path).is_ok() {
-            left -= 1;
-        }
+        let gone = if left > MAX_RUNS {
+            std::fs::remove_file(path).is_ok()
+        } else {
+            ended_done(path) && std::fs::remove_file(path).is_ok()
+        };
+        left -= usize::from(gone);
     }
 }
 
@@ -386,10 +543,11 @@ impl Journal {
         let id = new_id();
         let path = dir.join(format!("{id}.jsonl"));
         let file = open_journal(&path, true)?;
-        let file = Writer::open(file);
+        // nothing is synced until a step needs it: a power cut that loses the journal of a
+        // run of idempotent steps only costs running them again
+        let file = Writer::open(file, Some(dir));
         let header = json!({"run": id, "program": program, "fingerprint": fingerprint, "started": store::timestamp()});
-        lock(&file).line(&path, &header, true)?;
-        store::sync_dir(&dir);
+        lock(&file).line(&path, &header, Reach::Written)?;
         Ok(Journal {
             id,
             path,
@@ -399,7 +557,7 @@ impl Journal {
                 replay: Vec::new(),
             }),
             retry_unknown: false,
-            key: journal_key(host)?,
+            keyed: Keyed::new(&journal_key(host)?),
             refused: Default::default(),
         })
     }
@@ -429,12 +587,16 @@ impl Journal {
         let file = open_journal(&log.path, false)?;
         // a line a kill or a full disk tore is ended, so the next one stands on its own
         let torn = std::fs::read(&log.path).is_ok_and(|t| !t.is_empty() && !t.ends_with(b"\n"));
-        let file = Writer::open(file);
+        let file = Writer::open(file, None);
         if torn {
             lock(&file).scratch.clear();
-            let _ = lock(&file).commit(&log.path, false);
+            let _ = lock(&file).commit(&log.path, Reach::Buffered);
         }
-        lock(&file).line(&log.path, &json!({"resumed": store::timestamp()}), true)?;
+        lock(&file).line(
+            &log.path,
+            &json!({"resumed": store::timestamp()}),
+            Reach::Synced,
+        )?;
         Ok(Journal {
             id: id.to_string(),
             path: log.path,
@@ -444,7 +606,7 @@ impl Journal {
                 replay: log.steps,
             }),
             retry_unknown,
-            key: journal_key(host)?,
+            keyed: Keyed::new(&journal_key(host)?),
             refused: Default::default(),
         })
     }
@@ -465,11 +627,12 @@ impl Journal {
                 self.id
             )));
         }
-        let hash = value_hash(&self.key, args);
+        let mut w = lock(&self.file);
+        let hash = self.keyed.value_hash(args, &mut w.canon);
         let step = self.decide(tool, &hash, idempotent);
         match step {
             Step::Refuse(_) => self.refused.store(true, Ordering::Release),
-            Step::Run(n) => self.started(n, tool, &hash, idempotent)?,
+            Step::Run(n) => self.started(&mut w, n, tool, &hash, idempotent)?,
             Step::Replay(_) => {}
         }
         Ok(step)
@@ -480,14 +643,14 @@ impl Journal {
         self.refused.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn decide(&self, tool: &str, hash: &str, idempotent: bool) -> Step {
+    fn decide(&self, tool: &str, hash: &Mac, idempotent: bool) -> Step {
         let mut cursor = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let n = cursor.next;
         cursor.next += 1;
         let Some(recorded) = cursor.replay.get(n as usize - 1) else {
             return Step::Run(n);
         };
-        if recorded.tool != tool || recorded.args != hash {
+        if recorded.tool != tool || recorded.args.as_bytes() != hash.0 {
             return Step::Refuse(format!(
                 "the resume of run {} stopped at its state-changing call {n}: the run called `{}` \
                  there, and now `{tool}`{} — the program or its inputs changed; run it anew \
@@ -502,11 +665,7 @@ impl Journal {
             ));
         }
         match &recorded.outcome {
-            Some(Done::Result(v))
-                if recorded.seal.as_deref() == Some(&result_seal(&self.key, n, v)) =>
-            {
-                Step::Replay(v.clone())
-            }
+            Some(Done::Result(v)) if self.sealed(n, recorded, v) => Step::Replay(v.clone()),
             Some(Done::Result(_)) => Step::Refuse(format!(
                 "the resume of run {} stopped at its state-changing call {n} (`{tool}`): its \
                  recorded result was changed after it was written, so it is not handed back; \
@@ -530,16 +689,38 @@ impl Journal {
         }
     }
 
+    /// Whether step `n`'s recorded result `v` carries its seal.
+    fn sealed(&self, n: u64, recorded: &Recorded, v: &Value) -> bool {
+        recorded.seal.as_deref().is_some_and(|seal| {
+            self.keyed
+                .verifies(n, seal, recorded.result_text.as_deref(), v)
+        })
+    }
+
     /// Records that step `n` is about to run. For a tool that is not idempotent the line is
     /// synced before it runs, so a step the process died in is known to be unknown; an
     /// idempotent one may run again on a resume anyway, so it costs no sync.
-    fn started(&self, n: u64, tool: &str, hash: &str, idempotent: bool) -> Result<()> {
-        let mut w = lock(&self.file);
-        w.scratch.clear();
-        let _ = write!(w.scratch, "{{\"step\":{n},\"tool\":");
+    fn started(
+        &self,
+        w: &mut Writer,
+        n: u64,
+        tool: &str,
+        hash: &Mac,
+        idempotent: bool,
+    ) -> Result<()> {
+        w.step_line(n, "tool");
         let _ = serde_json::to_writer(&mut w.scratch, tool);
-        let _ = write!(w.scratch, ",\"args\":\"{hash}\"}}");
-        w.commit(&self.path, !idempotent)
+        w.scratch.extend_from_slice(b",\"args\":\"");
+        w.scratch.extend_from_slice(&hash.0);
+        w.scratch.extend_from_slice(b"\"}");
+        w.commit(
+            &self.path,
+            if idempotent {
+                Reach::Buffered
+            } else {
+                Reach::Synced
+            },
+        )
     }
 
     /// Records step `n`'s outcome: its result (masked) or that it failed.
@@ -550,39 +731,47 @@ impl Journal {
         secrets: &[String],
     ) {
         let mut w = lock(&self.file);
-        w.scratch.clear();
         match result {
             Ok(v) if !secrets.is_empty() && crate::text::redact_json(v, secrets) != *v => {
                 // a result with a secret in it is not written, and cannot be handed back
-                let _ = write!(w.scratch, "{{\"step\":{n},\"result_masked\":true}}");
+                w.step_line(n, "result_masked");
+                w.scratch.extend_from_slice(b"true}");
             }
             Ok(v) => {
-                let _ = write!(w.scratch, "{{\"step\":{n},\"result\":");
+                w.step_line(n, "result");
                 let start = w.scratch.len();
                 let _ = serde_json::to_writer(&mut w.scratch, v);
                 let size = w.scratch.len() - start;
                 if size > MAX_KEPT_RESULT {
-                    w.scratch.clear();
-                    let _ = write!(w.scratch, "{{\"step\":{n},\"result_too_large\":{size}");
+                    w.step_line(n, "result_too_large");
+                    w.scratch
+                        .extend_from_slice(itoa::Buffer::new().format(size).as_bytes());
                 } else {
                     // sealed under the install's key: a result changed in the file is not
                     // handed back
-                    let seal = result_seal(&self.key, n, v);
-                    let _ = write!(w.scratch, ",\"seal\":\"{seal}\"");
+                    let seal = self.keyed.seal(n, &w.scratch[start..]);
+                    w.scratch.extend_from_slice(b",\"seal\":\"");
+                    w.scratch.extend_from_slice(&seal.0);
+                    w.scratch.push(b'"');
                 }
                 w.scratch.push(b'}');
             }
             Err(e) => {
-                let message = Value::from(crate::text::redact(&e.to_string(), secrets).as_ref());
-                let _ = write!(w.scratch, "{{\"step\":{n},\"failed\":{message}}}");
+                w.step_line(n, "failed");
+                let message = e.to_string();
+                let message = crate::text::redact(&message, secrets);
+                let _ = serde_json::to_writer(&mut w.scratch, message.as_ref());
+                w.scratch.push(b'}');
             }
         }
         // not synced: an outcome lost in a crash leaves the step unknown, the careful side
-        let _ = w.commit(&self.path, false);
+        let _ = w.commit(&self.path, Reach::Buffered);
     }
 
-    /// Records how the run ended (synced, with everything before it); a resume that stopped
-    /// at a mismatch leaves the run as it was.
+    /// Records how the run ended (written, with everything before it; not synced: a power cut
+    /// that loses it leaves a run to resume whose done steps are handed back, and whose
+    /// outcomes not on disk are unknown, the careful side); a resume that stopped at a
+    /// mismatch leaves the run as it was.
     pub fn end(&self, outcome: &str) {
         if self.refused() {
             return;
@@ -590,13 +779,23 @@ impl Journal {
         let _ = lock(&self.file).line(
             &self.path,
             &json!({"end": outcome, "at": store::timestamp()}),
-            true,
+            Reach::Written,
         );
     }
 }
 
-fn lock(file: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
-    file.lock().unwrap_or_else(|p| p.into_inner())
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The text of the result in step `n`'s outcome line, as [`Journal::finished`] lays it out
+/// (`{"step":N,"result":TEXT,"seal":"HEX"}`); `None` for a line laid out otherwise.
+fn result_text(line: &str, n: u64) -> Option<&str> {
+    let rest = line.strip_prefix(&format!("{{\"step\":{n},\"result\":"))?;
+    let rest = rest.strip_suffix("\"}")?;
+    let (text, hex) = rest.split_at_checked(rest.len().checked_sub(64 + 9)?)?;
+    hex.strip_prefix(",\"seal\":\"")?;
+    Some(text)
 }
 
 /// A run journal as read back: for `lmcp runs` and for resuming.
@@ -642,8 +841,8 @@ impl RunLog {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let mut lines = text
             .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok());
-        let header = lines.next().ok_or_else(|| Error::Corrupt {
+            .filter_map(|line| Some((serde_json::from_str::<Value>(line).ok()?, line)));
+        let (header, _) = lines.next().ok_or_else(|| Error::Corrupt {
             path: path.to_path_buf(),
             message: "the journal has no header".into(),
         })?;
@@ -658,7 +857,7 @@ impl RunLog {
             steps: Vec::new(),
             path: path.to_path_buf(),
         };
-        for l in lines {
+        for (l, line) in lines {
             if let Some(end) = l["end"].as_str() {
                 log.state = end.to_string();
                 continue;
@@ -678,6 +877,7 @@ impl RunLog {
                     args: l["args"].as_str().unwrap_or_default().to_string(),
                     outcome: None,
                     seal: None,
+                    result_text: None,
                 };
                 // a resume writes the steps it runs again under the same numbers
                 if i < log.steps.len() {
@@ -688,6 +888,7 @@ impl RunLog {
             } else if let Some(step) = log.steps.get_mut(i) {
                 step.outcome = if let Some(v) = l.get("result") {
                     step.seal = l["seal"].as_str().map(str::to_string);
+                    step.result_text = result_text(line, n).map(str::to_string);
                     Some(Done::Result(v.clone()))
                 } else if l.get("result_too_large").is_some() {
                     Some(Done::NotKept("was too large to keep"))
@@ -781,12 +982,102 @@ mod tests {
     }
 
     #[test]
+    fn pruning_reads_few_journals_however_many_failed_runs_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..MAX_RUNS + 3 {
+            let end = if i < 2 * PRUNE_LOOKS {
+                "failed"
+            } else {
+                "done"
+            };
+            let text = format!("{{\"run\":\"r{i:05}\"}}\n{{\"end\":\"{end}\"}}\n");
+            std::fs::write(dir.path().join(format!("r{i:05}.jsonl")), text).unwrap();
+        }
+        prune(dir.path());
+        let left = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(left, MAX_RUNS, "the three oldest go whatever their state");
+        assert!(!dir.path().join("r00002.jsonl").exists());
+        assert!(dir.path().join("r00003.jsonl").exists());
+        // behind the failed runs the done ones wait: the next start reads no more than before
+        prune(dir.path());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), MAX_RUNS);
+    }
+
+    #[test]
+    fn keyed_hashes_are_hmac_sha256() {
+        // RFC 4231, test case 1: a 20-byte key (HMAC pads it with zeros, as the array does)
+        let mut key = [0u8; 32];
+        key[..20].fill(0x0b);
+        let mac = Keyed::new(&key).mac(|h| h.update(b"Hi There"));
+        assert_eq!(
+            mac.as_str(),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+    }
+
+    #[test]
+    fn a_result_is_read_back_with_the_text_its_seal_covers() {
+        let line = format!(
+            "{{\"step\":12,\"result\":{{\"a\": \"}}\"}},\"seal\":\"{}\"}}",
+            "f".repeat(64)
+        );
+        assert_eq!(result_text(&line, 12), Some("{\"a\": \"}\"}"));
+        assert_eq!(result_text(&line, 1), None, "another step's line");
+        assert_eq!(
+            result_text("{\"step\":12,\"result\":1}", 12),
+            None,
+            "no seal"
+        );
+        let short = format!(
+            "{{\"step\":12,\"result\":1,\"seal\":\"{}\"}}",
+            "f".repeat(63)
+        );
+        assert_eq!(result_text(&short, 12), None);
+    }
+
+    #[test]
+    fn seals_of_this_and_earlier_versions_verify_and_changed_results_do_not() {
+        let keyed = Keyed::new(&[5u8; 32]);
+        let text = r#"{"n": 7, "a": "x"}"#;
+        let v: Value = serde_json::from_str(text).unwrap();
+        let seal = keyed.seal(3, text.as_bytes());
+        assert!(keyed.verifies(3, seal.as_str(), Some(text), &v));
+        assert!(
+            !keyed.verifies(4, seal.as_str(), Some(text), &v),
+            "another step"
+        );
+        let changed = r#"{"n": 8, "a": "x"}"#;
+        let w: Value = serde_json::from_str(changed).unwrap();
+        assert!(!keyed.verifies(3, seal.as_str(), Some(changed), &w));
+        // an earlier version sealed the canonical text of the value
+        let old = keyed.canonical_seal(3, &v);
+        assert!(keyed.verifies(3, old.as_str(), Some(text), &v));
+        assert!(!keyed.verifies(3, old.as_str(), Some(changed), &w));
+    }
+
+    #[test]
+    fn argument_hashes_are_those_of_the_canonical_text() {
+        // earlier versions hashed the same text: their journals still resume
+        let keyed = Keyed::new(&[3u8; 32]);
+        let v: Value =
+            serde_json::from_str(r#"{"b": "\u00e9\n", "a": [1.5, null, {"y": true, "x": -3}]}"#)
+                .unwrap();
+        let text = r#"{"a":[1.5,null,{"x":-3,"y":true}],"b":"é\n"}"#;
+        assert_eq!(
+            keyed.value_hash(&v, &mut Vec::new()),
+            keyed.mac(|h| h.update(text.as_bytes()))
+        );
+    }
+
+    #[test]
     fn argument_hashes_ignore_key_order() {
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": [1, {"y": 2, "x": 3}]}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"a": [1, {"x": 3, "y": 2}], "b": 1}"#).unwrap();
         let key = [7u8; 32];
-        assert_eq!(value_hash(&key, &a), value_hash(&key, &b));
-        assert_ne!(value_hash(&key, &a), value_hash(&key, &json!({"b": 2})));
-        assert_ne!(value_hash(&key, &a), value_hash(&[8u8; 32], &a), "keyed");
+        let keyed = Keyed::new(&key);
+        let hash = |k: &Keyed, v: &Value| k.value_hash(v, &mut Vec::new());
+        assert_eq!(hash(&keyed, &a), hash(&keyed, &b));
+        assert_ne!(hash(&keyed, &a), hash(&keyed, &json!({"b": 2})));
+        assert_ne!(hash(&keyed, &a), hash(&Keyed::new(&[8u8; 32]), &a), "keyed");
     }
 }

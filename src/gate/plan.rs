@@ -143,7 +143,7 @@ impl Plan {
 
     /// The hash of the calls recorded so far.
     pub fn hash(&self) -> String {
-        plan_hash(&self.entries())
+        plan_hash(&self.entries.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 

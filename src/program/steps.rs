@@ -413,7 +413,7 @@ async fn run_body(
         )));
     }
     report.calls = plan.entries();
-    report.plan_hash = plan.hash();
+    report.plan_hash = crate::gate::plan_hash(&report.calls);
     Ok(report)
 }
 
