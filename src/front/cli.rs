@@ -49,11 +49,27 @@ pub enum Command {
     Tool(ToolCommand),
     /// Call a tool through the gate.
     Call(CallArgs),
-    /// Serve the tools to an MCP client over stdio (for Claude Desktop, goose, the Inspector...).
+    /// Serve the tools to MCP clients: over stdio (Claude Desktop, goose, the Inspector...), or
+    /// with --http to many clients at once over Streamable HTTP.
     Serve {
         /// Which tool list clients see: core (everyday) or full (everything).
         #[arg(long, value_enum, default_value_t = ProfileArg::Core)]
         profile: ProfileArg,
+        /// Serve over MCP's Streamable HTTP on ADDR (IP:PORT or a port; default 127.0.0.1:8765),
+        /// at /mcp. Clients need the bearer token; tools that read local files the client names
+        /// are unavailable, and the file tools reach only the lmcp workspace.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = super::http::DEFAULT_ADDR)]
+        http: Option<String>,
+        /// With --http: listen on an address other machines can reach.
+        #[arg(long, requires = "http")]
+        allow_remote: bool,
+        /// With --http: print the bearer token clients need (made on first use), and exit.
+        #[arg(long, requires = "http")]
+        show_token: bool,
+        /// With --http: make a new bearer token, print it, and exit (servers started later need
+        /// the new one).
+        #[arg(long, requires = "http", conflicts_with = "show_token")]
+        rotate_token: bool,
     },
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
@@ -372,10 +388,14 @@ pub fn main() -> ExitCode {
         }
     };
     let json = cli.json;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // many HTTP sessions run their calls in parallel; every other command is one client
+    let runtime = match &cli.command {
+        Some(Command::Serve { http: Some(_), .. }) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
             errln!("error: cannot start the async runtime: {e}");
@@ -446,7 +466,14 @@ async fn run(cli: Cli, registry: Preparing) -> Result<u8> {
     }
     let paths = Paths::discover()?;
     let registry = registry.registry()?;
-    let host = Host::open_prepared(paths, crate::HostOptions::default(), registry)?;
+    // over HTTP the callers are not on this machine's side of the files
+    let options = crate::HostOptions {
+        transport: match &cli.command {
+            Some(Command::Serve { http: Some(_), .. }) => crate::registry::Transport::Remote,
+            _ => crate::registry::Transport::Local,
+        },
+    };
+    let host = Host::open_prepared(paths, options, registry)?;
     super::door::set_input_limit(host.config().limits.input_mb);
     // A config that cannot be read is said on every command, not once.
     if let Some(problem) = host.config_problem()
@@ -479,12 +506,37 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         }
     };
     match command {
-        Command::Serve { profile } => {
+        Command::Serve {
+            profile,
+            http,
+            allow_remote,
+            show_token,
+            rotate_token,
+        } => {
             let profile = match profile {
                 ProfileArg::Core => Profile::Core,
                 ProfileArg::Full => Profile::Full,
             };
-            super::mcp::serve(Arc::clone(host), profile).await
+            match http {
+                None => super::mcp::serve(Arc::clone(host), profile).await,
+                Some(_) if show_token || rotate_token => {
+                    let token = if rotate_token {
+                        super::http::rotate_token(host)?
+                    } else {
+                        super::http::token(host)?
+                    };
+                    if json {
+                        super::door::out(&format!("{}\n", json!({"token": token})));
+                    } else {
+                        super::door::out(&format!("{token}\n"));
+                    }
+                    Ok(0)
+                }
+                Some(addr) => {
+                    let addr = super::http::parse_addr(&addr)?;
+                    super::http::serve(Arc::clone(host), profile, addr, allow_remote).await
+                }
+            }
         }
         Command::Repl => {
             let host = Arc::clone(host);

@@ -289,7 +289,7 @@ impl Confirmer for DeferringConfirmer {
     }
 }
 
-fn tracing_stderr(message: &str) {
+pub(super) fn tracing_stderr(message: &str) {
     errln!("lmcp serve: {message}");
 }
 
@@ -617,7 +617,7 @@ const LIBRARY_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// Keeps the registry in line with the program stores while the server runs: a custom tool
 /// saved from the command line appears (and clients get `tools/list_changed`) within
 /// [`LIBRARY_POLL`], and one deleted there goes.
-async fn watch_library(host: Arc<Host>, profile: Profile) {
+pub(super) async fn watch_library(host: Arc<Host>, profile: Profile) {
     // What clients can call also changes with the config (`lmcp tool disable`, no-terminal
     // mode): the names available are compared on each look, and a change is announced.
     let available = |host: &Host| -> Vec<String> {
@@ -690,7 +690,7 @@ async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
 }
 
 /// Resolves at the first SIGTERM or SIGINT (never where there are no such signals).
-fn stop_signals() -> impl std::future::Future<Output = ()> {
+pub(super) fn stop_signals() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

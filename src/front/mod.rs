@@ -19,6 +19,7 @@
 pub mod cli;
 pub mod docs;
 pub mod door;
+pub mod http;
 pub mod keep;
 pub mod lines;
 pub mod mcp;

@@ -30,6 +30,8 @@ pub struct Roots {
     own: OwnFolders,
     /// The workspace (canonical).
     workspace: PathBuf,
+    /// Reached over the network: the workspace is the only root.
+    remote: bool,
 }
 
 /// A caller's path placed inside a root.
@@ -69,7 +71,12 @@ impl Roots {
     /// The host's roots now (the workspace is created on first use).
     pub fn of(host: &Host) -> Result<Roots> {
         let paths = host.paths();
-        let listed = host.roots()?;
+        let mut listed = host.roots()?;
+        // a caller over the network reaches lmcp's workspace only, never the person's folders
+        let remote = host.transport() == crate::registry::Transport::Remote;
+        if remote {
+            listed.truncate(1);
+        }
         let roots: Vec<PathBuf> = listed
             .iter()
             .filter_map(|r| fs::canonicalize(r).ok())
@@ -82,6 +89,7 @@ impl Roots {
             roots,
             own: OwnFolders::of(paths),
             workspace,
+            remote,
         })
     }
 
@@ -123,10 +131,19 @@ impl Roots {
             .filter(|r| real.starts_with(r))
             .max_by_key(|r| r.components().count())
             .ok_or_else(|| {
-                Error::Refused(format!(
-                    "`{input}` is outside the allowed roots (through a symlink or an absolute \
-                     path); add its folder with `lmcp roots add DIR` if it should be reachable"
-                ))
+                Error::Refused(if self.remote {
+                    format!(
+                        "`{input}` is outside the lmcp workspace, the only folder the file tools \
+                         reach over HTTP; use a path inside it, or run lmcp over stdio or the \
+                         command line for the other roots"
+                    )
+                } else {
+                    format!(
+                        "`{input}` is outside the allowed roots (through a symlink or an \
+                         absolute path); add its folder with `lmcp roots add DIR` if it should \
+                         be reachable"
+                    )
+                })
             })?;
         let rel = real
             .strip_prefix(root)
@@ -366,6 +383,7 @@ mod tests {
                 workspace_id: identity(list[0]),
             },
             workspace: canon(list[0]),
+            remote: false,
         }
     }
 
@@ -472,6 +490,7 @@ mod tests {
                 workspace_id: identity(&ws),
             },
             workspace: canon(&ws),
+            remote: false,
         };
         let history = data.join("history.jsonl");
         let e = r

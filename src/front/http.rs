@@ -1,0 +1,345 @@
+//! `lmcp serve --http`: the same MCP server as over stdio — one registry, one gate, the same
+//! tool list rules — for many clients at once over MCP's Streamable HTTP transport (rmcp's
+//! service, served by hyper on a multi-thread runtime).
+//!
+//! What stands in front of it, in order: the path (`/mcp` only), the `Origin` (a browser page
+//! from anywhere but this machine is refused: DNS rebinding), the bearer token (made on first
+//! use, kept 0600 in the config folder), and a bound on open sessions; rmcp then checks the
+//! `Host` header and bounds the request body, and idle sessions expire. The host runs with the
+//! remote transport: tools that read local files the client names are unavailable, and the
+//! file tools reach only lmcp's workspace.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+
+use super::mcp::McpServer;
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::registry::Profile;
+use crate::store;
+
+/// Where `lmcp serve --http` listens when given no address.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8765";
+
+/// The one path the server answers on.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Largest request body taken (a tool call's arguments; an image goes as an asset, not inline).
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// Most sessions open at once; a client past it is told to close one or wait.
+pub const MAX_SESSIONS: usize = 128;
+
+/// A session nobody used for this long is closed.
+pub const IDLE_AFTER: Duration = Duration::from_secs(300);
+
+/// The file the bearer token is kept in, readable by the user only.
+pub fn token_path(host: &Host) -> PathBuf {
+    host.paths().config_dir.join("http-token")
+}
+
+/// The bearer token HTTP clients must send, made on first use.
+pub fn token(host: &Host) -> Result<String> {
+    let path = token_path(host);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if is_token(text.trim()) => Ok(text.trim().to_string()),
+        Ok(_) => Err(Error::Corrupt {
+            path,
+            message: "not an lmcp HTTP token (64 hex digits); make a new one with `lmcp serve \
+                      --http --rotate-token`"
+                .into(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => rotate_token(host),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+/// Makes a new bearer token (the old one stops working for servers started after) and
+/// returns it.
+pub fn rotate_token(host: &Host) -> Result<String> {
+    let random = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+    let token: String = random
+        .iter()
+        .flat_map(|u| *u.as_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    store::ensure_dir(&host.paths().config_dir)?;
+    store::atomic_write_private(&token_path(host), token.as_bytes())?;
+    Ok(token)
+}
+
+fn is_token(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Reads the address to listen on: `HOST:PORT`, or a port alone (on 127.0.0.1).
+pub fn parse_addr(text: &str) -> Result<SocketAddr> {
+    let text = text.trim();
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let text = text
+        .strip_prefix("localhost:")
+        .map_or_else(|| text.to_string(), |port| format!("127.0.0.1:{port}"));
+    text.parse().map_err(|_| {
+        Error::Usage(format!(
+            "`{text}` is not an address to listen on; give IP:PORT (e.g. {DEFAULT_ADDR}) or a \
+             port"
+        ))
+    })
+}
+
+/// Whether a browser `Origin` is this machine's (any port): a page served from elsewhere may
+/// not drive the server through the person's browser.
+fn local_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().map(|h| format!("[{h}]")),
+        None => rest.split(':').next().map(str::to_string),
+    };
+    matches!(host.as_deref(), Some("localhost" | "127.0.0.1" | "[::1]")) && !rest.contains('/')
+}
+
+/// Compares two byte strings in time that does not depend on where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// A refusal: `status`, with a JSON body saying why and what to do.
+fn refusal(status: StatusCode, message: &str) -> Response<Body> {
+    let body = json!({"error": message}).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"lmcp\""),
+        );
+    }
+    response
+}
+
+/// What the checks in front of the MCP service need.
+struct Front {
+    token: String,
+    sessions: Arc<LocalSessionManager>,
+}
+
+impl Front {
+    /// The refusal for a request that may not reach the MCP service, if any.
+    async fn check<B>(&self, req: &Request<B>) -> Option<Response<Body>> {
+        if req.uri().path() != MCP_PATH {
+            return Some(refusal(
+                StatusCode::NOT_FOUND,
+                &format!("lmcp serves MCP on {MCP_PATH} only"),
+            ));
+        }
+        if let Some(origin) = req.headers().get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            if !local_origin(origin) {
+                return Some(refusal(
+                    StatusCode::FORBIDDEN,
+                    "requests from a web page served by another origin are refused (only \
+                     pages on this machine may call lmcp)",
+                ));
+            }
+        }
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match given {
+            Some(t) if same_secret(t.as_bytes(), self.token.as_bytes()) => {}
+            Some(_) => {
+                return Some(refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "the bearer token is wrong; `lmcp serve --http --show-token` shows the \
+                     current one",
+                ));
+            }
+            None => {
+                return Some(refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "a bearer token is needed (Authorization: Bearer TOKEN); `lmcp serve \
+                     --http --show-token` shows it",
+                ));
+            }
+        }
+        let opens_session =
+            req.method() == http::Method::POST && !req.headers().contains_key("mcp-session-id");
+        if opens_session && self.sessions.sessions.read().await.len() >= MAX_SESSIONS {
+            return Some(refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "{MAX_SESSIONS} sessions are open, the most lmcp keeps; close one (or wait \
+                     {} s for idle ones to expire)",
+                    IDLE_AFTER.as_secs()
+                ),
+            ));
+        }
+        None
+    }
+}
+
+/// Serves MCP over Streamable HTTP on `addr` until SIGTERM or SIGINT. The host must have been
+/// opened with the remote transport.
+pub async fn serve(
+    host: Arc<Host>,
+    profile: Profile,
+    addr: SocketAddr,
+    allow_remote: bool,
+) -> Result<u8> {
+    if !addr.ip().is_loopback() && !allow_remote {
+        return Err(Error::Usage(format!(
+            "{addr} can be reached from other machines; add --allow-remote to serve there (the \
+             bearer token is then all that stands in front of your tools), or listen on \
+             127.0.0.1"
+        )));
+    }
+    let token = token(&host)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(IDLE_AFTER);
+    let sessions = Arc::new(sessions);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let loopback = ["localhost", "127.0.0.1", "::1"];
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"])
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
+        .with_cancellation_token(cancel.clone());
+    config = if allow_remote {
+        // clients name this machine however they reach it; the token guards it
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(loopback)
+    };
+    let h = Arc::clone(&host);
+    let service = StreamableHttpService::new(
+        move || Ok(McpServer::new(Arc::clone(&h), profile)),
+        Arc::clone(&sessions),
+        config,
+    );
+    let front = Arc::new(Front { token, sessions });
+    for w in host.take_warnings() {
+        super::mcp::tracing_stderr(&w);
+    }
+    super::mcp::tracing_stderr(&format!(
+        "serving MCP on http://{local}{MCP_PATH} (bearer token: `lmcp serve --http \
+         --show-token`); stop with Ctrl-C"
+    ));
+    let watcher = tokio::spawn(super::mcp::watch_library(Arc::clone(&host), profile));
+    let stopped = super::mcp::stop_signals();
+    tokio::pin!(stopped);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // out of file descriptors and the like: wait, then take the next
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stopped => break,
+        };
+        let front = Arc::clone(&front);
+        let service = service.clone();
+        tokio::spawn(async move {
+            let handle = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let front = Arc::clone(&front);
+                let mut service = service.clone();
+                async move {
+                    if let Some(refused) = front.check(&req).await {
+                        return Ok::<_, Infallible>(refused);
+                    }
+                    tower_service::Service::call(&mut service, req).await
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), handle)
+                .await;
+        });
+    }
+    cancel.cancel();
+    watcher.abort();
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machines_origins_pass() {
+        for ok in [
+            "http://localhost:6274",
+            "http://127.0.0.1",
+            "https://localhost:8443",
+            "http://[::1]:3000",
+        ] {
+            assert!(local_origin(ok), "{ok}");
+        }
+        for bad in [
+            "http://evil.example",
+            "http://localhost.evil.example:80",
+            "http://127.0.0.1.nip.io",
+            "null",
+            "file://",
+            "http://localhost/x",
+            "",
+        ] {
+            assert!(!local_origin(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn addresses_read_as_people_write_them() {
+        assert_eq!(
+            parse_addr("9000").unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            parse_addr("localhost:9000").unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(parse_addr("[::1]:80").unwrap(), "[::1]:80".parse().unwrap());
+        let e = parse_addr("nowhere").unwrap_err().to_string();
+        assert!(e.contains("`nowhere`") && e.contains("IP:PORT"), "{e}");
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"ab"));
+    }
+}

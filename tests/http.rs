@@ -1,0 +1,388 @@
+//! `lmcp serve --http`: MCP over Streamable HTTP in both protocol generations, behind the
+//! Origin check and the bearer token, with local-file tools unavailable and the file tools kept
+//! to the workspace. Driven with plain HTTP/1.0 requests, so every byte the server answers is
+//! seen as a client would see it.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+
+use common::{lmcp, lmcp_ok, spawn};
+use serde_json::{Value, json};
+
+/// A running `lmcp serve --http` on a free port; killed when dropped.
+struct Server {
+    child: std::process::Child,
+    addr: String,
+    token: String,
+}
+
+impl Server {
+    fn start(home: &Path) -> Server {
+        let token = String::from_utf8(lmcp_ok(home, &["serve", "--http", "--show-token"]).stdout)
+            .unwrap()
+            .trim()
+            .to_string();
+        let mut child = spawn(home, &["serve", "--http", "127.0.0.1:0"]);
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split("/mcp").next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        // keep reading stderr so the server never blocks on it
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut err, &mut std::io::sink());
+        });
+        Server { child, addr, token }
+    }
+
+    /// Sends one HTTP/1.0 request; the status, the headers (lower-case names) and the body.
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, Vec<(String, String)>, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let mut req = format!(
+            "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        s.write_all(req.as_bytes()).unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
+            .collect();
+        (status, headers, body.to_string())
+    }
+
+    /// A JSON-RPC message posted with the token; the status, the session id if one was given,
+    /// and the JSON-RPC answer (from a JSON body or the stream's `data:` lines).
+    fn rpc(&self, message: &Value, extra: &[(&str, &str)]) -> (u16, Option<String>, Value) {
+        let auth = format!("Bearer {}", self.token);
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        let (status, headers, body) = self.send("POST", "/mcp", &headers, &message.to_string());
+        let session = headers
+            .iter()
+            .find(|(k, _)| k == "mcp-session-id")
+            .map(|(_, v)| v.clone());
+        let answer = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .chain(std::iter::once(body.as_str()))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+            .unwrap_or(Value::Null);
+        (status, session, answer)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const MODERN: &str = "2026-07-28";
+
+/// A request of the session-less generation: its protocol signals in `_meta` and headers.
+fn modern(server: &Server, id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let name = params["name"].as_str().unwrap_or_default().to_string();
+    let mut extra = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+    if !name.is_empty() {
+        extra.push(("Mcp-Name", name.as_str()));
+    }
+    let (status, _, answer) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        &extra,
+    );
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn both_generations_list_and_call_over_http() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+
+    // the handshake generation: initialize, a session, then list and call in it
+    let (status, session, init) = server.rpc(&common::initialize(json!(1)), &[]);
+    assert_eq!(status, 200, "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "lmcp", "{init}");
+    let session = session.expect("a session id");
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let (status, _, _) = server.rpc(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &in_session,
+    );
+    assert_eq!(status, 202);
+    let (_, _, list) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        &in_session,
+    );
+    let listed = names(&list);
+    assert!(listed.contains(&"calculate".to_string()), "{listed:?}");
+    let (_, _, called) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "calculate", "arguments": {"expression": "6*7"}}}),
+        &in_session,
+    );
+    assert_eq!(
+        called["result"]["structuredContent"]["value"], 42,
+        "{called}"
+    );
+
+    // the session-less generation: the same list, the same answer
+    let list = modern(&server, 4, "tools/list", json!({}));
+    assert_eq!(names(&list), listed);
+    let called = modern(
+        &server,
+        5,
+        "tools/call",
+        json!({"name": "calculate", "arguments": {"expression": "6*7"}}),
+    );
+    assert_eq!(
+        called["result"]["structuredContent"]["value"], 42,
+        "{called}"
+    );
+
+    // the calls are in the history like any other (written within a few ms of each call)
+    let mut history = Value::Null;
+    for _ in 0..100 {
+        history = common::json_out(&lmcp_ok(home.path(), &["--json", "history"]));
+        let calls = history
+            .as_array()
+            .map_or(0, |h| h.iter().filter(|e| e["tool"] == "calculate").count());
+        if calls == 2 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("two calculate calls expected in the history: {history}");
+}
+
+#[test]
+fn a_missing_or_wrong_token_is_401_and_a_foreign_origin_403() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let init = common::initialize(json!(1)).to_string();
+    let json_headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+
+    let (status, headers, body) = server.send("POST", "/mcp", &json_headers, &init);
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "www-authenticate" && v.starts_with("Bearer")),
+        "{headers:?}"
+    );
+    assert!(body.contains("--show-token"), "{body}");
+
+    let wrong = format!("Bearer {}", "0".repeat(64));
+    let mut with_wrong = json_headers.to_vec();
+    with_wrong.push(("Authorization", &wrong));
+    let (status, _, body) = server.send("POST", "/mcp", &with_wrong, &init);
+    assert_eq!(status, 401, "{body}");
+
+    // a page from elsewhere is refused even with the token; one on this machine passes
+    let (status, _, body) = server.rpc(
+        &common::initialize(json!(1)),
+        &[("Origin", "http://evil.example")],
+    );
+    assert_eq!(status, 403, "{body}");
+    let (status, _, body) = server.rpc(
+        &common::initialize(json!(1)),
+        &[("Origin", "http://localhost:6274")],
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // another path, and a Host that is not this machine (DNS rebinding)
+    let auth = format!("Bearer {}", server.token);
+    let mut with_token = json_headers.to_vec();
+    with_token.push(("Authorization", &auth));
+    let (status, _, _) = server.send("POST", "/other", &with_token, &init);
+    assert_eq!(status, 404);
+    let mut rebound = with_token.clone();
+    rebound.push(("Host", "attacker.example"));
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    let req = format!(
+        "POST /mcp HTTP/1.0\r\nHost: attacker.example\r\nAuthorization: {auth}\r\nContent-Type: \
+         application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: \
+         {}\r\n\r\n{init}",
+        init.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 403"), "{answer}");
+}
+
+#[test]
+fn local_file_tools_are_unavailable_and_file_tools_keep_to_the_workspace() {
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("notes.txt"), "private").unwrap();
+    std::fs::write(outside.path().join("photo.png"), b"not really").unwrap();
+    let dir = outside.path().to_str().unwrap();
+    lmcp_ok(home.path(), &["roots", "add", dir]);
+    let file = format!("{dir}/notes.txt");
+    // from the command line the added root is reachable
+    let args = json!({"path": file}).to_string();
+    let read = lmcp_ok(home.path(), &["--json", "call", "read_file", &args]);
+    assert!(String::from_utf8_lossy(&read.stdout).contains("private"));
+
+    let server = Server::start(home.path());
+    let list = modern(&server, 1, "tools/list", json!({}));
+    let listed = names(&list);
+    assert!(!listed.contains(&"asset_import".to_string()), "{listed:?}");
+    assert!(listed.contains(&"read_file".to_string()), "{listed:?}");
+
+    let import = modern(
+        &server,
+        2,
+        "tools/call",
+        json!({"name": "asset_import", "arguments": {"path": format!("{dir}/photo.png"), "workspace": "w"}}),
+    );
+    let text = import.to_string();
+    assert_eq!(import["result"]["isError"], true, "{text}");
+    assert!(
+        text.contains("unavailable") && text.contains("local files"),
+        "{text}"
+    );
+
+    let read = modern(
+        &server,
+        3,
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": file}}),
+    );
+    let text = read.to_string();
+    assert_eq!(read["result"]["isError"], true, "{text}");
+    assert!(!text.contains("private"), "{text}");
+    assert!(text.contains("outside the lmcp workspace"), "{text}");
+
+    // inside the workspace the file tools work as ever
+    let wrote = modern(
+        &server,
+        4,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}),
+    );
+    // writing asks first: this client cannot answer, so it is not run, and says how to allow it
+    let text = wrote.to_string();
+    assert_eq!(
+        wrote["result"]["structuredContent"]["outcome"], "needs_confirmation",
+        "{text}"
+    );
+    assert!(text.contains("lmcp grants allow write_file"), "{text}");
+    lmcp_ok(home.path(), &["grants", "allow", "write_file"]);
+    let wrote = modern(
+        &server,
+        5,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    let read = modern(
+        &server,
+        6,
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": "hello.txt"}}),
+    );
+    assert!(read.to_string().contains("hi"), "{read}");
+}
+
+#[test]
+fn tokens_are_kept_private_shown_again_and_rotated() {
+    let home = tempfile::tempdir().unwrap();
+    let show = || {
+        String::from_utf8(lmcp_ok(home.path(), &["serve", "--http", "--show-token"]).stdout)
+            .unwrap()
+    };
+    let first = show();
+    assert_eq!(first.trim().len(), 64);
+    assert_eq!(show(), first, "shown again, not made again");
+    let rotated =
+        String::from_utf8(lmcp_ok(home.path(), &["serve", "--http", "--rotate-token"]).stdout)
+            .unwrap();
+    assert_ne!(rotated, first);
+    assert_eq!(show(), rotated);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let path = home.path().join("config").join("http-token");
+        let found = walk(home.path(), "http-token").unwrap_or(path);
+        let mode = std::fs::metadata(&found).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{found:?} is {mode:o}");
+    }
+    // an address other machines reach needs --allow-remote
+    let out = lmcp(home.path(), &["serve", "--http", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--allow-remote"), "{err}");
+    let out = lmcp(home.path(), &["serve", "--http", "nowhere"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The first file named `name` under `dir`.
+fn walk(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = walk(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
