@@ -386,3 +386,248 @@ fn walk(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+/// Opens a session of the handshake generation; its id.
+fn open_session(server: &Server) -> String {
+    let (status, session, init) = server.rpc(&common::initialize(json!(0)), &[]);
+    assert_eq!(status, 200, "{init}");
+    let session = session.expect("a session id");
+    let (status, _, _) = server.rpc(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+    );
+    assert_eq!(status, 202);
+    session
+}
+
+#[test]
+fn fifty_sessions_call_in_parallel_and_the_history_counts_every_call() {
+    const SESSIONS: u64 = 50;
+    const CALLS: u64 = 200;
+    let home = tempfile::tempdir().unwrap();
+    // a history long enough to hold every call
+    lmcp_ok(home.path(), &["grants", "allow", "calculate"]);
+    let config = walk(home.path(), "config.json").expect("config.json");
+    let mut c: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    c["limits"]["history_size"] = json!(SESSIONS * CALLS + 100);
+    std::fs::write(&config, c.to_string()).unwrap();
+
+    let server = std::sync::Arc::new(Server::start(home.path()));
+    let workers: Vec<_> = (0..SESSIONS)
+        .map(|s| {
+            let server = std::sync::Arc::clone(&server);
+            std::thread::spawn(move || {
+                let session = open_session(&server);
+                let headers = [
+                    ("Mcp-Session-Id", session.as_str()),
+                    ("MCP-Protocol-Version", "2025-11-25"),
+                ];
+                for i in 0..CALLS {
+                    let (status, _, answer) = server.rpc(
+                        &json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                                "params": {"name": "calculate",
+                                           "arguments": {"expression": format!("{s} * 1000 + {i}")}}}),
+                        &headers,
+                    );
+                    assert_eq!(status, 200, "{answer}");
+                    assert_eq!(
+                        answer["result"]["structuredContent"]["value"],
+                        json!(s * 1000 + i),
+                        "session {s} call {i}: {answer}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let n = (SESSIONS * CALLS + 100).to_string();
+    let mut counted = 0;
+    for _ in 0..100 {
+        let history = common::json_out(&lmcp_ok(home.path(), &["--json", "history", "-n", &n]));
+        counted = history
+            .as_array()
+            .map_or(0, |h| h.iter().filter(|e| e["tool"] == "calculate").count());
+        if counted as u64 == SESSIONS * CALLS {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{counted} calls in the history, not {}", SESSIONS * CALLS);
+}
+
+#[test]
+fn two_sessions_hear_of_a_tool_a_third_creates() {
+    let home = tempfile::tempdir().unwrap();
+    lmcp_ok(home.path(), &["grants", "allow", "custom_tool_create"]);
+    let server = Server::start(home.path());
+    let (heard, told) = std::sync::mpsc::channel();
+    for listener in 0..2 {
+        let session = open_session(&server);
+        // the session's own stream, where notifications outside a request arrive
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        let req = format!(
+            "GET /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: \
+             text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: \
+             2025-11-25\r\n\r\n",
+            server.addr, server.token
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let heard = heard.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(s).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("notifications/tools/list_changed") {
+                    let _ = heard.send(listener);
+                    break;
+                }
+            }
+        });
+    }
+    // give both streams a moment to be open before the change
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let created = modern(
+        &server,
+        1,
+        "tools/call",
+        json!({"name": "custom_tool_create", "arguments": {
+            "name": "user_twice", "description": "Doubles a number",
+            "lua": "---@param n number the number\nreturn params.n * 2"}}),
+    );
+    assert_eq!(created["result"]["isError"], false, "{created}");
+    let mut listeners: Vec<i32> = (0..2)
+        .map(|_| {
+            told.recv_timeout(std::time::Duration::from_secs(30))
+                .expect("a session heard no list_changed")
+        })
+        .collect();
+    listeners.sort();
+    assert_eq!(listeners, [0, 1]);
+    let list = modern(&server, 2, "tools/list", json!({}));
+    assert!(names(&list).contains(&"user_twice".to_string()));
+}
+
+#[test]
+fn a_write_is_confirmed_through_elicitation_over_the_stream() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let mut init = common::initialize(json!(0));
+    init["params"]["capabilities"] = json!({"elicitation": {"form": {}}});
+    let (status, session, answer) = server.rpc(&init, &[]);
+    assert_eq!(status, 200, "{answer}");
+    let session = session.unwrap();
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    server.rpc(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &in_session,
+    );
+    // the call's own stream carries the question, then the result
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}})
+    .to_string();
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    let req = format!(
+        "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
+         application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: \
+         {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{call}",
+        server.addr,
+        server.token,
+        call.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut lines = BufReader::new(s).lines();
+    let mut messages = std::iter::from_fn(move || {
+        lines.by_ref().map_while(Result::ok).find_map(|l| {
+            l.strip_prefix("data:")
+                .and_then(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        })
+    });
+    let asked = messages.next().expect("a question");
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let message = asked["params"]["message"].as_str().unwrap();
+    assert!(message.contains("write_file"), "{message}");
+    let (status, _, _) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": asked["id"],
+                "result": {"action": "accept", "content": {"allow": true}}}),
+        &in_session,
+    );
+    assert_eq!(status, 202);
+    let result = messages.next().expect("the call's result");
+    assert_eq!(result["id"], 7, "{result}");
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    let written = walk(home.path(), "asked.txt").expect("the file written");
+    assert_eq!(std::fs::read_to_string(written).unwrap(), "yes");
+}
+
+#[test]
+fn a_long_call_is_cancelled_by_its_client() {
+    let home = tempfile::tempdir().unwrap();
+    let def = json!({"name": "user_spin", "description": "Spins until stopped",
+                     "lua": "local n = 0 while true do n = n + 1 end"});
+    lmcp_ok(
+        home.path(),
+        &["call", "custom_tool_create", &def.to_string(), "--yes"],
+    );
+    let server = Server::start(home.path());
+    let session = open_session(&server);
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "user_spin", "arguments": {}}})
+    .to_string();
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    let req = format!(
+        "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
+         application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: \
+         {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{call}",
+        server.addr,
+        server.token,
+        call.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let (status, _, _) = server.rpc(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": 9, "reason": "the person stopped it"}}),
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+    );
+    assert_eq!(status, 202);
+    // the call's stream ends without a result, long before the run's own time limit
+    let mut rest = String::new();
+    let read = s.read_to_string(&mut rest);
+    assert!(read.is_ok(), "the stream did not end: {read:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert!(!rest.contains("\"id\":9,\"result\""), "{rest}");
+    // the history says so, and the server goes on
+    let mut history = Value::Null;
+    for _ in 0..100 {
+        history = common::json_out(&lmcp_ok(home.path(), &["--json", "history"]));
+        if history.to_string().contains("cancel") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(history.to_string().contains("cancel"), "{history}");
+    let called = modern(
+        &server,
+        10,
+        "tools/call",
+        json!({"name": "calculate", "arguments": {"expression": "1+1"}}),
+    );
+    assert_eq!(called["result"]["structuredContent"]["value"], 2);
+}
