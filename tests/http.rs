@@ -114,10 +114,21 @@ impl Drop for Server {
 const MODERN: &str = "2026-07-28";
 
 /// A request of the session-less generation: its protocol signals in `_meta` and headers.
-fn modern(server: &Server, id: u64, method: &str, mut params: Value) -> Value {
+fn modern(server: &Server, id: u64, method: &str, params: Value) -> Value {
+    modern_with(server, id, method, params, json!({}))
+}
+
+/// The same, from a client with these capabilities.
+fn modern_with(
+    server: &Server,
+    id: u64,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> Value {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {}
+        "io.modelcontextprotocol/clientCapabilities": capabilities
     });
     let name = params["name"].as_str().unwrap_or_default().to_string();
     let mut extra = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
@@ -630,4 +641,31 @@ fn a_long_call_is_cancelled_by_its_client() {
         json!({"name": "calculate", "arguments": {"expression": "1+1"}}),
     );
     assert_eq!(called["result"]["structuredContent"]["value"], 2);
+}
+
+#[test]
+fn a_write_is_confirmed_through_an_input_required_result_and_a_retry() {
+    // the 2026-07-28 generation: the question comes back as the result, and the answer as a
+    // request of its own, which may reach the server on another connection
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let caps = json!({"elicitation": {"form": {}}});
+    let call = json!({"name": "write_file", "arguments": {"path": "retried.txt", "content": "ok"}});
+    let asked = modern_with(&server, 1, "tools/call", call.clone(), caps.clone());
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut retry = call.clone();
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] =
+        json!({"lmcp_confirm": {"action": "accept", "content": {"allow": true}}});
+    let done = modern_with(&server, 2, "tools/call", retry.clone(), caps.clone());
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    let written = walk(home.path(), "retried.txt").expect("the file written");
+    assert_eq!(std::fs::read_to_string(written).unwrap(), "ok");
+    // an answer is used once
+    let again = modern_with(&server, 3, "tools/call", retry, caps);
+    assert!(again.to_string().contains("requestState"), "{again}");
 }

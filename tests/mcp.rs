@@ -4,6 +4,7 @@
 //! structured results, invalid arguments as isError, an unknown tool as a protocol error, a
 //! custom tool created over MCP with its list-changed notice, cancelling a long Lua run,
 //! progress from a recipe and from a PDF build, and elicitation accepted and declined. See `tests/mcp/scenarios.py`.
+//! Also `lmcp serve --http` with the SDK's Streamable HTTP client (`tests/mcp/http_scenarios.py`).
 
 #![cfg(feature = "interop")]
 
@@ -58,6 +59,48 @@ fn run_scenarios(mode: &str) {
 #[test]
 fn handshake_era_2025_11_25() {
     run_scenarios("legacy");
+}
+
+/// `lmcp serve --http` driven by the Python SDK's Streamable HTTP client: listing (without
+/// `asset_import`), a call, a write confirmed through elicitation, 401 without the token and 403
+/// for a foreign Origin. See `tests/mcp/http_scenarios.py`.
+fn run_http_scenarios(mode: &str) {
+    assert!(
+        python_has_mcp(),
+        "the MCP tests need the Python MCP SDK: `pip install mcp==2.3.0` (the .ci/run script installs it)"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_scenarios.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(mode)
+        .env("LMCP", common::bin())
+        .env("LMCP_HOME", home.path())
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{mode} HTTP scenarios failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    for scenario in ["list", "call", "elicitation", "auth"] {
+        assert!(
+            stdout.contains(&format!("{scenario} ok")),
+            "{mode}: `{scenario}` did not run\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn over_http_handshake_era() {
+    run_http_scenarios("legacy");
+}
+
+#[test]
+fn over_http_discovery_era() {
+    run_http_scenarios("2026-07-28");
 }
 
 #[test]

@@ -242,12 +242,11 @@ pub async fn serve(
     } else {
         config.with_allowed_hosts(loopback)
     };
-    let h = Arc::clone(&host);
-    let service = StreamableHttpService::new(
-        move || Ok(McpServer::new(Arc::clone(&h), profile)),
-        Arc::clone(&sessions),
-        config,
-    );
+    // one server for every session: a question asked through an input-required result is
+    // answered by a retry that may arrive as a request of its own (the 2026-07-28 generation)
+    let server = McpServer::new(Arc::clone(&host), profile);
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
     let front = Arc::new(Front { token, sessions });
     for w in host.take_warnings() {
         super::mcp::tracing_stderr(&w);
@@ -281,7 +280,13 @@ pub async fn serve(
                     if let Some(refused) = front.check(&req).await {
                         return Ok::<_, Infallible>(refused);
                     }
-                    tower_service::Service::call(&mut service, req).await
+                    let ends_session = req.method() == http::Method::DELETE;
+                    let mut response = tower_service::Service::call(&mut service, req).await?;
+                    // a session ended is answered 204, as clients expect (rmcp says 202)
+                    if ends_session && response.status() == StatusCode::ACCEPTED {
+                        *response.status_mut() = StatusCode::NO_CONTENT;
+                    }
+                    Ok(response)
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()
