@@ -270,6 +270,9 @@ pub async fn serve(
             },
             () = &mut stopped => break,
         };
+        // an answer goes out in a few small writes (headers, then stream events): without this,
+        // Nagle's algorithm holds the last one back for the client's delayed ACK (~40 ms)
+        let _ = stream.set_nodelay(true);
         let front = Arc::clone(&front);
         let service = service.clone();
         tokio::spawn(async move {
