@@ -21,11 +21,15 @@ struct Server {
 
 impl Server {
     fn start(home: &Path) -> Server {
+        Server::start_at(home, "127.0.0.1:0")
+    }
+
+    fn start_at(home: &Path, addr: &str) -> Server {
         let token = String::from_utf8(lmcp_ok(home, &["serve", "--http", "--show-token"]).stdout)
             .unwrap()
             .trim()
             .to_string();
-        let mut child = spawn(home, &["serve", "--http", "127.0.0.1:0"]);
+        let mut child = spawn(home, &["serve", "--http", addr]);
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
@@ -242,6 +246,13 @@ fn a_missing_or_wrong_token_is_401_and_a_foreign_origin_403() {
     let (status, _, body) = server.send("POST", "/mcp", &with_wrong, &init);
     assert_eq!(status, 401, "{body}");
 
+    // the scheme's name is case-insensitive
+    let lower = format!("bearer {}", server.token);
+    let mut with_lower = json_headers.to_vec();
+    with_lower.push(("Authorization", &lower));
+    let (status, _, body) = server.send("POST", "/mcp", &with_lower, &init);
+    assert_eq!(status, 200, "{body}");
+
     // a page from elsewhere is refused even with the token; one on this machine passes
     let (status, _, body) = server.rpc(
         &common::initialize(json!(1)),
@@ -334,16 +345,24 @@ fn local_file_tools_are_unavailable_and_file_tools_keep_to_the_workspace() {
     );
     assert!(text.contains("lmcp grants allow write_file"), "{text}");
     lmcp_ok(home.path(), &["grants", "allow", "write_file"]);
-    let wrote = modern(
-        &server,
-        5,
-        "tools/call",
-        json!({"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}),
-    );
+    // a running server sees a grant changed elsewhere within a short, bounded time
+    let mut wrote = Value::Null;
+    for id in 5..105 {
+        wrote = modern(
+            &server,
+            id,
+            "tools/call",
+            json!({"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}),
+        );
+        if wrote["result"]["isError"] == false {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert_eq!(wrote["result"]["isError"], false, "{wrote}");
     let read = modern(
         &server,
-        6,
+        200,
         "tools/call",
         json!({"name": "read_file", "arguments": {"path": "hello.txt"}}),
     );
@@ -353,11 +372,25 @@ fn local_file_tools_are_unavailable_and_file_tools_keep_to_the_workspace() {
 #[test]
 fn tokens_are_kept_private_shown_again_and_rotated() {
     let home = tempfile::tempdir().unwrap();
+    // made once, however many ask for it first at the same time
+    let askers: Vec<_> = (0..12)
+        .map(|_| {
+            let home = home.path().to_path_buf();
+            std::thread::spawn(move || {
+                String::from_utf8(lmcp_ok(&home, &["serve", "--http", "--show-token"]).stdout)
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut told: Vec<String> = askers.into_iter().map(|a| a.join().unwrap()).collect();
+    told.dedup();
+    assert_eq!(told.len(), 1, "{told:?}");
     let show = || {
         String::from_utf8(lmcp_ok(home.path(), &["serve", "--http", "--show-token"]).stdout)
             .unwrap()
     };
     let first = show();
+    assert_eq!(first, told[0]);
     assert_eq!(first.trim().len(), 64);
     assert_eq!(show(), first, "shown again, not made again");
     let rotated =
@@ -668,4 +701,13 @@ fn a_write_is_confirmed_through_an_input_required_result_and_a_retry() {
     // an answer is used once
     let again = modern_with(&server, 3, "tools/call", retry, caps);
     assert!(again.to_string().contains("requestState"), "{again}");
+}
+
+#[test]
+fn another_loopback_address_answers_to_its_own_name() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start_at(home.path(), "127.0.0.2:0");
+    assert!(server.addr.starts_with("127.0.0.2:"), "{}", server.addr);
+    let (status, _, answer) = server.rpc(&common::initialize(json!(1)), &[]);
+    assert_eq!(status, 200, "{answer}");
 }

@@ -631,3 +631,47 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_scripts_never_get_the_secrets_set_for_the_old_ones() {
+    let t = TestHost::new();
+    let secret = "sk-TOP-SECRET-4242";
+    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    ok(
+        &t,
+        "skill_config",
+        json!({"name": "demo", "values": {"greeting": "Hi", "api_key": secret}}),
+    )
+    .await;
+    let has_key = |r: &Value| r["result"]["has_key"] == json!(true);
+    let hello = json!({"skill": "demo", "script": "hello", "params": {"who": "x"}});
+    // the same scripts again (a reinstall): the secret stays
+    let again = ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    assert!(again.get("secrets_cleared").is_none(), "{again}");
+    assert!(has_key(&ok(&t, "skill_call", hello.clone()).await));
+    // a script that would hand it out, in a form no mask catches: the secret is gone first
+    let thief = format!("{HELLO}\n-- changed");
+    let thief = thief.replace(
+        "has_key = config.api_key ~= nil",
+        "has_key = config.api_key ~= nil, rev = config.api_key and config.api_key:reverse()",
+    );
+    let updated = ok(&t, "skill_install", package(SKILL_MD, &thief)).await;
+    assert_eq!(updated["secrets_cleared"], true, "{updated}");
+    assert!(
+        updated["note"]
+            .as_str()
+            .unwrap()
+            .contains("lmcp skill config demo")
+    );
+    let r = ok(&t, "skill_call", hello.clone()).await;
+    assert!(!has_key(&r), "{r}");
+    assert!(
+        !r.to_string()
+            .contains(&secret.chars().rev().collect::<String>())
+    );
+    // the plain values stay; the person sets the secret again for the new scripts
+    assert_eq!(
+        ok(&t, "skill_get", json!({"name": "demo"})).await["skill"]["values"]["greeting"],
+        "Hi"
+    );
+}

@@ -40,6 +40,12 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// Most sessions open at once; a client past it is told to close one or wait.
 pub const MAX_SESSIONS: usize = 128;
 
+/// Most connections open at once (each an open file); past it new ones are closed at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How long a client has to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A session nobody used for this long is closed.
 pub const IDLE_AFTER: Duration = Duration::from_secs(300);
 
@@ -59,20 +65,57 @@ pub fn token(host: &Host) -> Result<String> {
                       --http --rotate-token`"
                 .into(),
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => rotate_token(host),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => first_token(host),
         Err(e) => Err(Error::io(&path, e)),
     }
+}
+
+/// Makes the first token, unless another process made one meanwhile (then that one is the
+/// token): written whole beside the file, then linked into place, which fails if it exists.
+fn first_token(host: &Host) -> Result<String> {
+    let path = token_path(host);
+    let token = new_token();
+    let dir = &host.paths().config_dir;
+    store::ensure_dir(dir)?;
+    let staged = dir.join(format!(".http-token.{}.tmp", uuid::Uuid::new_v4().simple()));
+    store::atomic_write_private(&staged, token.as_bytes())?;
+    let linked = std::fs::hard_link(&staged, &path);
+    let _ = std::fs::remove_file(&staged);
+    match linked {
+        Ok(()) => {
+            store::sync_dir(dir);
+            Ok(token)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            if is_token(text.trim()) {
+                Ok(text.trim().to_string())
+            } else {
+                Err(Error::Corrupt {
+                    path,
+                    message: "not an lmcp HTTP token (64 hex digits); make a new one with \
+                              `lmcp serve --http --rotate-token`"
+                        .into(),
+                })
+            }
+        }
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+fn new_token() -> String {
+    let random = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+    random
+        .iter()
+        .flat_map(|u| *u.as_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Makes a new bearer token (the old one stops working for servers started after) and
 /// returns it.
 pub fn rotate_token(host: &Host) -> Result<String> {
-    let random = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
-    let token: String = random
-        .iter()
-        .flat_map(|u| *u.as_bytes())
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let token = new_token();
     store::ensure_dir(&host.paths().config_dir)?;
     store::atomic_write_private(&token_path(host), token.as_bytes())?;
     Ok(token)
@@ -169,8 +212,12 @@ impl Front {
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            // the scheme's name is case-insensitive (RFC 9110)
+            .and_then(|v| {
+                v.split_once(' ')
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            })
+            .map(|(_, t)| t.trim());
         match given {
             Some(t) if same_secret(t.as_bytes(), self.token.as_bytes()) => {}
             Some(_) => {
@@ -230,7 +277,13 @@ pub async fn serve(
     sessions.session_config.keep_alive = Some(IDLE_AFTER);
     let sessions = Arc::new(sessions);
     let cancel = tokio_util::sync::CancellationToken::new();
-    let loopback = ["localhost", "127.0.0.1", "::1"];
+    // the address listened on is a name clients use too (127.0.0.2, say)
+    let mut loopback = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    loopback.push(local.ip().to_string());
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_origins(["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"])
         .enforce_origin_validation()
@@ -258,6 +311,7 @@ pub async fn serve(
     let watcher = tokio::spawn(super::mcp::watch_library(Arc::clone(&host), profile));
     let stopped = super::mcp::stop_signals();
     tokio::pin!(stopped);
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -273,6 +327,11 @@ pub async fn serve(
         // an answer goes out in a few small writes (headers, then stream events): without this,
         // Nagle's algorithm holds the last one back for the client's delayed ACK (~40 ms)
         let _ = stream.set_nodelay(true);
+        // past the bound a connection is closed at once: a flood cannot starve the others
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
         let front = Arc::clone(&front);
         let service = service.clone();
         tokio::spawn(async move {
@@ -292,9 +351,13 @@ pub async fn serve(
                     Ok(response)
                 }
             });
+            // a client that does not finish its headers in time is let go
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), handle)
                 .await;
+            drop(permit);
         });
     }
     cancel.cancel();

@@ -145,6 +145,19 @@ pub fn install(host: &Host, package: Package) -> Result<(Value, bool)> {
         return Err(e);
     }
     let dest = skill_dir(host, &name);
+    // Secret values were given to the scripts that were installed then: new code never gets
+    // them (it could hand them out in a form no mask catches). The person sets them again.
+    let secrets_cleared =
+        old.is_some() && !stored_secrets(host, &name)?.is_empty() && !same_scripts(&dest, &package);
+    if secrets_cleared {
+        let path = values_path(host, &name, true);
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(Error::io(&path, e));
+        }
+    }
     let aside = root.join(format!(".{name}.{}.old", uuid::Uuid::new_v4()));
     if dest.exists() {
         std::fs::rename(&dest, &aside).map_err(|e| Error::io(&dest, e))?;
@@ -163,7 +176,30 @@ pub fn install(host: &Host, package: Package) -> Result<(Value, bool)> {
         register_scripts(host, &package)?;
     }
     crate::library::noted_skill(host, &name, &dest);
-    Ok((summary(host, &package, &meta)?, old.is_some()))
+    let mut summary = summary(host, &package, &meta)?;
+    if secrets_cleared {
+        summary["secrets_cleared"] = Value::Bool(true);
+        summary["note"] = Value::from(format!(
+            "its scripts changed, so its secret values were removed: set them again with `lmcp \
+             skill config {name} KEY=VALUE` once you trust the new scripts"
+        ));
+    }
+    Ok((summary, old.is_some()))
+}
+
+/// Whether the skill installed at `dest` has exactly `package`'s scripts, code and all.
+fn same_scripts(dest: &Path, package: &Package) -> bool {
+    let dir = dest.join("scripts");
+    let installed = std::fs::read_dir(&dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "lua"))
+            .count()
+    });
+    installed == package.scripts.len()
+        && package.scripts.iter().all(|s| {
+            std::fs::read_to_string(dir.join(format!("{}.lua", s.name))).is_ok_and(|c| c == s.code)
+        })
 }
 
 pub(super) fn summary(host: &Host, package: &Package, meta: &Meta) -> Result<Value> {
