@@ -82,6 +82,24 @@ impl Server {
         (status, headers, body.to_string())
     }
 
+    /// Posts `message` in `session` and hands back the open connection, to read the answer's
+    /// stream as it comes (read timeout: `secs`).
+    fn post_open(&self, session: &str, message: &str, secs: u64) -> TcpStream {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let req = format!(
+            "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
+             application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: \
+             {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{message}",
+            self.addr,
+            self.token,
+            message.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(secs)))
+            .unwrap();
+        s
+    }
+
     /// A JSON-RPC message posted with the token; the status, the session id if one was given,
     /// and the JSON-RPC answer (from a JSON body or the stream's `data:` lines).
     fn rpc(&self, message: &Value, extra: &[(&str, &str)]) -> (u16, Option<String>, Value) {
@@ -578,18 +596,7 @@ fn a_write_is_confirmed_through_elicitation_over_the_stream() {
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}})
     .to_string();
-    let mut s = TcpStream::connect(&server.addr).unwrap();
-    let req = format!(
-        "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
-         application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: \
-         {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{call}",
-        server.addr,
-        server.token,
-        call.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
+    let s = server.post_open(&session, &call, 30);
     let mut lines = BufReader::new(s).lines();
     let mut messages = std::iter::from_fn(move || {
         lines.by_ref().map_while(Result::ok).find_map(|l| {
@@ -628,18 +635,7 @@ fn a_long_call_is_cancelled_by_its_client() {
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
         "params": {"name": "user_spin", "arguments": {}}})
     .to_string();
-    let mut s = TcpStream::connect(&server.addr).unwrap();
-    let req = format!(
-        "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
-         application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: \
-         {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{call}",
-        server.addr,
-        server.token,
-        call.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
+    let mut s = server.post_open(&session, &call, 20);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let started = std::time::Instant::now();
     let (status, _, _) = server.rpc(

@@ -20,14 +20,34 @@ fn python_has_mcp() -> bool {
 }
 
 fn run_scenarios(mode: &str) {
+    run_script(
+        "scenarios.py",
+        mode,
+        &[
+            "list",
+            "call",
+            "custom tools",
+            "tools saved elsewhere",
+            "cancel",
+            "progress",
+            "elicitation",
+            "one yes for a recipe",
+        ],
+    );
+}
+
+/// Runs `tests/mcp/SCRIPT MODE` with the Python SDK and checks every scenario said `ok`.
+fn run_script(script: &str, mode: &str, scenarios: &[&str]) {
     assert!(
         python_has_mcp(),
         "the MCP tests need the Python MCP SDK: `pip install mcp==2.3.0` (the .ci/run script installs it)"
     );
     let home = tempfile::tempdir().unwrap();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/scenarios.py");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(script);
     let out = Command::new("python3")
-        .arg(&script)
+        .arg(&path)
         .arg(mode)
         .env("LMCP", common::bin())
         .env("LMCP_HOME", home.path())
@@ -37,21 +57,12 @@ fn run_scenarios(mode: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "{mode} scenarios failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        "{script} {mode} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
-    for scenario in [
-        "list",
-        "call",
-        "custom tools",
-        "tools saved elsewhere",
-        "cancel",
-        "progress",
-        "elicitation",
-        "one yes for a recipe",
-    ] {
+    for scenario in scenarios {
         assert!(
             stdout.contains(&format!("{scenario} ok")),
-            "{mode}: `{scenario}` did not run\n{stdout}"
+            "{script} {mode}: `{scenario}` did not run\n{stdout}"
         );
     }
 }
@@ -65,32 +76,11 @@ fn handshake_era_2025_11_25() {
 /// `asset_import`), a call, a write confirmed through elicitation, 401 without the token and 403
 /// for a foreign Origin. See `tests/mcp/http_scenarios.py`.
 fn run_http_scenarios(mode: &str) {
-    assert!(
-        python_has_mcp(),
-        "the MCP tests need the Python MCP SDK: `pip install mcp==2.3.0` (the .ci/run script installs it)"
+    run_script(
+        "http_scenarios.py",
+        mode,
+        &["list", "call", "elicitation", "auth"],
     );
-    let home = tempfile::tempdir().unwrap();
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_scenarios.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(mode)
-        .env("LMCP", common::bin())
-        .env("LMCP_HOME", home.path())
-        .output()
-        .expect("run python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{mode} HTTP scenarios failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-    );
-    for scenario in ["list", "call", "elicitation", "auth"] {
-        assert!(
-            stdout.contains(&format!("{scenario} ok")),
-            "{mode}: `{scenario}` did not run\n{stdout}"
-        );
-    }
 }
 
 #[test]
