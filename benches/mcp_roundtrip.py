@@ -123,8 +123,10 @@ async def main(binary: str, echo: str, calls: int) -> None:
             rate, latencies = measure_raw(argv, server_env, tool, args, calls)
             raw[name] = rate
             print(f"  {name:16} {rate:7.0f} calls/s | {percentiles(latencies)}")
-        history = os.path.join(home, "data", "history.jsonl")
-        entries = sum(1 for _ in open(history)) if os.path.exists(history) else 0
+        entries = 0
+        for name in ("history.1.jsonl", "history.jsonl"):
+            history = os.path.join(home, "data", name)
+            entries += sum(1 for _ in open(history)) if os.path.exists(history) else 0
         print(f"lmcp / rmcp echo {raw['lmcp serve'] / raw['rmcp echo']:.2f}x, lmcp / python SDK {raw['lmcp serve'] / raw['python SDK echo']:.1f}x "
               f"(calls/s); lmcp's history holds {entries} entries")
 

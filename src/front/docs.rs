@@ -45,8 +45,9 @@ pub const FILES: &[(&str, &str)] = &[
         "Grants, modes, roots and limits, in the config folder (lmcp paths shows it).",
     ),
     (
-        "history.jsonl",
-        "The most recent calls, shapes only, in the data folder.",
+        "history.jsonl, history.1.jsonl",
+        "The most recent calls, shapes only, in the data folder: the current turn of the ring \
+         and the one before.",
     ),
     (
         "recipes/, tools/, skills/",

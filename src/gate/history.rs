@@ -4,10 +4,13 @@
 //! only arguments the tool's schema declares are named (anything else is `(other)`, since the key
 //! of a free-form object can itself be user data). Friction reports are built from this ring.
 //!
-//! Storage is a JSON-lines file. A writer thread appends the entries queued since its last write
-//! under the history lock with one write, and when the file grows past twice the ring size it
-//! compacts it to the newest entries with an atomic rewrite: a call only queues its line. A line
-//! that does not parse (a torn write after a crash) is skipped and counted, never fatal.
+//! Storage is two JSON-lines files. A writer thread appends the entries queued since its last
+//! write to `history.jsonl` under the history lock with one write; when that file holds the ring's
+//! size it is renamed to `history.1.jsonl` (replacing the one before) and a new one begun. Readers
+//! take the newest entries of the two. So keeping the ring bounded costs one rename, never a
+//! rewrite and its fsyncs, which stalled calls beside it on the same disk. A call only queues
+//! its line. A line that does not parse (a torn write after a crash) is skipped and counted,
+//! never fatal.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -103,6 +106,9 @@ const MAX_QUEUED_BYTES: usize = 4 << 20;
 struct OpenFiles {
     lock: LockFile,
     file: File,
+    /// The current file's length and line count when this writer last wrote it: while the
+    /// length is still that, no one else has written and the count needs no read.
+    known: Option<(u64, usize)>,
 }
 
 /// What reading the history found.
@@ -217,7 +223,7 @@ impl History {
     pub fn recent(&self, n: usize) -> Result<Recent> {
         // a failed write was reported to its caller already; what is on disk is what there is
         let _ = self.flush();
-        let mut all = read_all(&self.path)?;
+        let mut all = read_locked(&self.path)?;
         let start = all.entries.len().saturating_sub(n.min(self.capacity));
         all.entries.drain(..start);
         Ok(all)
@@ -282,8 +288,8 @@ fn write_loop(shared: &Shared, path: &Path, capacity: usize) {
     }
 }
 
-/// Appends whole lines under the history lock; compacts the file when it holds more than
-/// twice the ring size.
+/// Appends whole lines under the history lock; once the current file holds `capacity` lines
+/// it becomes the older file and a new one is begun.
 fn append(open: &mut Option<OpenFiles>, path: &Path, capacity: usize, lines: &[u8]) -> Result<()> {
     if open.is_none() {
         if let Some(dir) = path.parent() {
@@ -292,27 +298,44 @@ fn append(open: &mut Option<OpenFiles>, path: &Path, capacity: usize, lines: &[u
         *open = Some(OpenFiles {
             lock: LockFile::open(path)?,
             file: open_append(path)?,
+            known: None,
         });
     }
     let files = open.as_mut().expect("opened above");
     let _guard = files.lock.lock()?;
-    // Another process may have compacted (replaced) the file since we opened it.
+    // Another process may have begun a new file since we opened this one.
     let current = fs::metadata(path).ok();
     let held = files.file.metadata().map_err(|e| Error::io(path, e))?;
+    let mut len = held.len();
     if !current.is_some_and(|c| store::same_file(&c, &held)) {
         files.file = open_append(path)?;
+        files.known = None;
+        len = files.file.metadata().map_err(|e| Error::io(path, e))?.len();
     }
-    cut_torn_tail(&files.file).map_err(|e| Error::io(path, e))?;
+    let cut = cut_torn_tail(&files.file, len).map_err(|e| Error::io(path, e))?;
+    let count = match files.known {
+        Some((at, count)) if at == cut => count,
+        // someone else wrote (or this is the first write): count what is there
+        _ => count_lines(&files.file).map_err(|e| Error::io(path, e))?,
+    };
     files
         .file
         .write_all(lines)
         .map_err(|e| Error::io(path, e))?;
-    let len = files.file.metadata().map(|m| m.len()).unwrap_or(0);
-    // Entries are ~150-400 bytes; compaction by size avoids counting lines on every write.
-    if len > (capacity as u64) * 2 * 300 {
-        compact_locked(path, capacity)?;
+    let count = count + lines.iter().filter(|b| **b == b'\n').count();
+    files.known = Some((cut + lines.len() as u64, count));
+    if count >= capacity {
+        // the rename is atomic: a crash leaves either name, each file whole
+        fs::rename(path, older(path)).map_err(|e| Error::io(path, e))?;
+        files.file = open_append(path)?;
+        files.known = Some((0, 0));
     }
     Ok(())
+}
+
+/// Where the previous `capacity` entries are kept.
+fn older(path: &Path) -> PathBuf {
+    path.with_extension("1.jsonl")
 }
 
 /// Opens the history for appending.
@@ -325,30 +348,46 @@ fn open_append(path: &Path) -> Result<File> {
         .map_err(|e| Error::io(path, e))
 }
 
-/// Rewrites the file with its newest `capacity` entries (the history lock held).
-fn compact_locked(path: &Path, capacity: usize) -> Result<()> {
-    let recent = read_all(path)?;
-    let keep = recent.entries.len().saturating_sub(capacity);
-    let mut out = Vec::new();
-    for e in &recent.entries[keep..] {
-        out.extend(serde_json::to_vec(e).unwrap_or_default());
-        out.push(b'\n');
+/// The number of lines in a file, read from its start.
+fn count_lines(file: &File) -> std::io::Result<usize> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(0))?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut count = 0;
+    loop {
+        match reader.read(&mut buf)? {
+            0 => return Ok(count),
+            n => count += buf[..n].iter().filter(|b| **b == b'\n').count(),
+        }
     }
-    store::atomic_write(path, &out)
 }
 
-/// Every entry the file holds, oldest first; lines that do not parse are counted.
+/// [`read_all`] under the history lock, so no writer begins a new file between the two reads.
+fn read_locked(path: &Path) -> Result<Recent> {
+    // nothing recorded yet: no folder or lock file is made just to read
+    if !path.parent().is_some_and(Path::exists) {
+        return Ok(Recent::default());
+    }
+    let lock = LockFile::open(path)?;
+    let _guard = lock.lock()?;
+    read_all(path)
+}
+
+/// Every entry the two files hold, oldest first; lines that do not parse are counted.
 fn read_all(path: &Path) -> Result<Recent> {
-    let text = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Recent::default()),
-        Err(e) => return Err(Error::io(path, e)),
-    };
     let mut recent = Recent::default();
-    for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        match serde_json::from_slice(line) {
-            Ok(e) => recent.entries.push(e),
-            Err(_) => recent.skipped += 1,
+    for file in [older(path), path.to_path_buf()] {
+        let text = match fs::read(&file) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&file, e)),
+        };
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice(line) {
+                Ok(e) => recent.entries.push(e),
+                Err(_) => recent.skipped += 1,
+            }
         }
     }
     Ok(recent)
@@ -406,28 +445,36 @@ fn shape(name: String, v: &Value) -> ArgShape {
 }
 
 /// Cuts a torn last line (a write cut short by a kill) back to the last complete one, so the
-/// next entry starts on a line of its own. Called with the history lock held.
-fn cut_torn_tail(file: &File) -> std::io::Result<()> {
+/// next entry starts on a line of its own; the file's length after. Called with the history lock
+/// held and the file's length `len`.
+fn cut_torn_tail(file: &File, len: u64) -> std::io::Result<u64> {
     use std::io::{Read, Seek, SeekFrom};
-    let len = file.metadata()?.len();
     if len == 0 {
-        return Ok(());
+        return Ok(0);
     }
     let mut reader = file;
+    // the usual case, one byte read: the last write ended its line
+    let mut last = [0u8];
+    reader.seek(SeekFrom::Start(len - 1))?;
+    reader.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(len);
+    }
     let tail = len.min(64 << 10);
     reader.seek(SeekFrom::Start(len - tail))?;
     let mut buf = Vec::with_capacity(tail as usize);
     reader.take(tail).read_to_end(&mut buf)?;
-    if buf.last() == Some(&b'\n') {
-        return Ok(());
-    }
     let keep = match buf.iter().rposition(|b| *b == b'\n') {
         Some(i) => len - tail + i as u64 + 1,
         None if tail == len => 0,
         // a line longer than the tail looked at: start the next entry on a line of its own
-        None => return (&*file).write_all(b"\n"),
+        None => {
+            (&*file).write_all(b"\n")?;
+            return Ok(len + 1);
+        }
     };
-    file.set_len(keep)
+    file.set_len(keep)?;
+    Ok(keep)
 }
 
 /// A coarse size bucket, so sizes hint at scale without identifying content.
@@ -484,13 +531,7 @@ mod tests {
         h.flush().unwrap();
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 2, "{text}");
-        let tools: Vec<String> = h
-            .recent(10)
-            .unwrap()
-            .entries
-            .into_iter()
-            .map(|e| e.tool)
-            .collect();
+        let tools = newest(&h, 10);
         assert_eq!(tools, vec!["first", "second"]);
     }
 
@@ -542,6 +583,17 @@ mod tests {
         assert_eq!(size_bucket(300), "256-4k");
         assert_eq!(size_bucket(1 << 20), "64k+");
     }
+}
+
+/// The tools of the newest `n` entries, oldest first.
+#[cfg(test)]
+fn newest(h: &History, n: usize) -> Vec<String> {
+    h.recent(n)
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.tool)
+        .collect()
 }
 
 #[cfg(test)]
@@ -612,5 +664,74 @@ mod writer_tests {
                 .collect();
             assert_eq!(mine, (0..500).collect::<Vec<_>>());
         }
+    }
+
+    fn lines(path: &Path) -> usize {
+        fs::read_to_string(path).map_or(0, |t| t.lines().count())
+    }
+
+    /// The ring stays bounded by renaming, never by rewriting: the current file holds fewer
+    /// than `capacity` lines, the older one at most a ring's worth, and readers get the newest
+    /// entries in order across both.
+    #[test]
+    fn the_ring_is_kept_by_renaming_the_full_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let h = History::new(path.clone(), 7);
+        for i in 0..50 {
+            h.record(&entry(format!("t{i}"))).unwrap();
+            // batches of one, two and three entries
+            if i % 3 != 1 {
+                h.flush().unwrap();
+            }
+        }
+        h.flush().unwrap();
+        assert!(lines(&path) < 7, "{}", lines(&path));
+        assert!(lines(&older(&path)) <= 7 + 2, "{}", lines(&older(&path)));
+        let tools = newest(&h, 100);
+        let want: Vec<String> = (43..50).map(|i| format!("t{i}")).collect();
+        assert_eq!(tools, want);
+    }
+
+    /// Two writers (as two processes) append to one history: each notices the other's lines
+    /// and the other's new file, so the count stays right and nothing is lost or doubled.
+    #[test]
+    fn two_writers_share_the_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let (a, b) = (
+            History::new(path.clone(), 10),
+            History::new(path.clone(), 10),
+        );
+        for i in 0..45 {
+            let h = if i % 2 == 0 { &a } else { &b };
+            h.record(&entry(format!("t{i}"))).unwrap();
+            h.flush().unwrap();
+        }
+        assert!(lines(&path) < 10 && lines(&older(&path)) <= 10);
+        assert_eq!(lines(&path) + lines(&older(&path)), 10 + 45 % 10);
+        let tools = newest(&a, 10);
+        let want: Vec<String> = (35..45).map(|i| format!("t{i}")).collect();
+        assert_eq!(tools, want);
+    }
+
+    /// A long file left by an earlier version (which compacted at twice the ring) is moved
+    /// aside at the next write, and reads still give the newest entries.
+    #[test]
+    fn an_earlier_long_file_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let mut text = String::new();
+        for i in 0..30 {
+            text.push_str(&serde_json::to_string(&entry(format!("old{i}"))).unwrap());
+            text.push('\n');
+        }
+        fs::write(&path, text).unwrap();
+        let h = History::new(path.clone(), 10);
+        h.record(&entry("new".into())).unwrap();
+        h.flush().unwrap();
+        assert_eq!((lines(&path), lines(&older(&path))), (0, 31));
+        let tools = newest(&h, 3);
+        assert_eq!(tools, vec!["old28", "old29", "new"]);
     }
 }
