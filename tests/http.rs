@@ -25,11 +25,16 @@ impl Server {
     }
 
     fn start_at(home: &Path, addr: &str) -> Server {
+        Server::start_with(home, &["serve", "--http", addr])
+    }
+
+    /// `lmcp ARGS`, which must start an HTTP server.
+    fn start_with(home: &Path, args: &[&str]) -> Server {
         let token = String::from_utf8(lmcp_ok(home, &["serve", "--http", "--show-token"]).stdout)
             .unwrap()
             .trim()
             .to_string();
-        let mut child = spawn(home, &["serve", "--http", addr]);
+        let mut child = spawn(home, args);
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
@@ -706,4 +711,147 @@ fn another_loopback_address_answers_to_its_own_name() {
     assert!(server.addr.starts_with("127.0.0.2:"), "{}", server.addr);
     let (status, _, answer) = server.rpc(&common::initialize(json!(1)), &[]);
     assert_eq!(status, 200, "{answer}");
+}
+
+/// A body past the limit is refused with 413 before it is read whole, and the server goes on.
+#[test]
+fn a_body_past_the_limit_is_413() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let session = open_session(&server);
+    let big = "x".repeat(4 << 20);
+    let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "calculate", "arguments": {"expression": big}}});
+    let (status, _, answer) = server.rpc(
+        &message,
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+    );
+    assert_eq!(status, 413, "{answer}");
+    // just under the limit is taken (and answered: calculate refuses the expression)
+    let under = "1+".repeat(1 << 20) + "1";
+    let message = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "calculate", "arguments": {"expression": under}}});
+    let (status, _, answer) = server.rpc(
+        &message,
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+/// Past 128 open sessions a new handshake gets 503 with what to do; the sessions already open
+/// and the session-less generation still work.
+#[test]
+fn sessions_past_the_bound_are_503() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let sessions: Vec<String> = (0..128).map(|_| open_session(&server)).collect();
+    let (status, session, answer) = server.rpc(&common::initialize(json!(1)), &[]);
+    assert_eq!((status, session), (503, None), "{answer}");
+    let (_, _, body) = server.send(
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &format!("Bearer {}", server.token)),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &common::initialize(json!(2)).to_string(),
+    );
+    assert!(body.contains("128 sessions are open"), "{body}");
+    let (_, _, list) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        &[
+            ("Mcp-Session-Id", sessions[127].as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+    );
+    assert!(!names(&list).is_empty(), "{list}");
+    let list = modern(&server, 4, "tools/list", json!({}));
+    assert!(!names(&list).is_empty(), "{list}");
+    // a handshake dressed as the session-less generation opens no session past the bound
+    let (status, session, answer) = server.rpc(
+        &common::initialize(json!(5)),
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "initialize"),
+        ],
+    );
+    assert_eq!(session, None, "{status}: {answer}");
+    // closing one makes room for one
+    let (status, _, _) = server.send(
+        "DELETE",
+        "/mcp",
+        &[
+            ("Authorization", &format!("Bearer {}", server.token)),
+            ("Mcp-Session-Id", sessions[0].as_str()),
+        ],
+        "",
+    );
+    assert_eq!(status, 204);
+    open_session(&server);
+}
+
+/// A session unused for `--idle-timeout` seconds is closed: its id is no longer known, and a
+/// new session can be opened.
+#[test]
+fn an_idle_session_expires() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        home.path(),
+        &["serve", "--http", "127.0.0.1:0", "--idle-timeout", "1"],
+    );
+    let session = open_session(&server);
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    // used within the time: still open
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (status, _, list) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        &in_session,
+    );
+    assert_eq!(status, 200, "{list}");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let (status, _, answer) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        &in_session,
+    );
+    assert_eq!(status, 404, "an expired session: {answer}");
+    open_session(&server);
+    // the setting is checked
+    let out = lmcp(home.path(), &["serve", "--http", "--idle-timeout", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A client that sends its headers too slowly is cut off (after 10 s), so idle connections
+/// cannot hold the server's connection slots.
+#[test]
+fn headers_sent_too_slowly_are_cut_off() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(8) && waited < std::time::Duration::from_secs(19),
+        "closed after {waited:?}: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+    // the server still answers others
+    let (status, _, _) = server.rpc(&common::initialize(json!(1)), &[]);
+    assert_eq!(status, 200);
 }

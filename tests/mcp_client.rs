@@ -27,6 +27,9 @@ use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, PeerRequestOptions, RequestContext,
     RunningService, Subscription,
 };
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -60,6 +63,15 @@ impl Generation {
             Generation::Modern => "2026-07-28",
         }
     }
+}
+
+/// How the client reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// `lmcp serve`, the client on its stdin and stdout.
+    Stdio,
+    /// `lmcp serve --http`, through rmcp's Streamable HTTP client with the bearer token.
+    Http,
 }
 
 /// Who answers the server's questions (elicitation).
@@ -157,10 +169,13 @@ impl ClientHandler for Handler {
     }
 }
 
-/// One `lmcp serve --profile full` child and an rmcp client connected to its stdio.
+/// An rmcp client connected to `lmcp serve --profile full`, over stdio or HTTP.
 struct Session {
     client: RunningService<RoleClient, Handler>,
-    child: tokio::process::Child,
+    /// The server this session started (none when it joined a shared one).
+    child: Option<tokio::process::Child>,
+    /// That server serves HTTP, so closing the session does not end it.
+    http: bool,
     asked: Arc<Mutex<Vec<String>>>,
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     list_changed: mpsc::UnboundedReceiver<()>,
@@ -173,12 +188,87 @@ fn clean_env(cmd: &mut tokio::process::Command, home: &Path) {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
 }
 
+/// An `lmcp serve --http --profile full` child on a free loopback port, and its token.
+struct HttpServer {
+    child: tokio::process::Child,
+    url: String,
+    token: String,
+}
+
+impl HttpServer {
+    async fn start(home: &Path, env: &[(&str, &str)]) -> HttpServer {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
+        cmd.args(["serve", "--http", "--show-token"]);
+        clean_env(&mut cmd, home);
+        let shown = cmd.output().await.expect("lmcp serve --http --show-token");
+        let token = String::from_utf8(shown.stdout).unwrap().trim().to_string();
+        assert!(
+            !token.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
+        cmd.args(["serve", "--http", "127.0.0.1:0", "--profile", "full"]);
+        clean_env(&mut cmd, home);
+        cmd.envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start lmcp serve --http");
+        let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        tokio::io::AsyncBufReadExt::read_line(&mut err, &mut line)
+            .await
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .trim_end_matches(|c: char| !c.is_alphanumeric())
+            .to_string();
+        // keep reading stderr so the server never blocks on it
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut err, &mut tokio::io::sink()).await;
+        });
+        HttpServer { child, url, token }
+    }
+
+    /// A new session with this server.
+    async fn connect(&self, generation: Generation, person: Person) -> Session {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
+            .auth_header(&self.token);
+        let transport = StreamableHttpClientTransport::from_config(config);
+        Session::connect(transport, generation, person).await
+    }
+}
+
 impl Session {
-    async fn start(home: &Path, generation: Generation, person: Person) -> Session {
-        Session::start_with(home, generation, person, &[]).await
+    async fn start(home: &Path, generation: Generation, door: Door, person: Person) -> Session {
+        Session::start_with(home, generation, door, person, &[]).await
     }
 
     async fn start_with(
+        home: &Path,
+        generation: Generation,
+        door: Door,
+        person: Person,
+        env: &[(&str, &str)],
+    ) -> Session {
+        match door {
+            Door::Stdio => Session::over_stdio(home, generation, person, env).await,
+            Door::Http => {
+                let server = HttpServer::start(home, env).await;
+                let mut s = server.connect(generation, person).await;
+                s.child = Some(server.child);
+                s.http = true;
+                s
+            }
+        }
+    }
+
+    async fn over_stdio(
         home: &Path,
         generation: Generation,
         person: Person,
@@ -195,7 +285,17 @@ impl Session {
         let mut child = cmd.spawn().expect("start lmcp serve");
         let stdout = child.stdout.take().unwrap();
         let stdin = child.stdin.take().unwrap();
+        let mut s = Session::connect((stdout, stdin), generation, person).await;
+        s.child = Some(child);
+        s
+    }
 
+    /// An rmcp client of `generation` over `transport`, answering as `person` does.
+    async fn connect<T, E, A>(transport: T, generation: Generation, person: Person) -> Session
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let asked = Arc::default();
         let progress = Arc::default();
         let (tx, list_changed) = mpsc::unbounded_channel();
@@ -206,7 +306,6 @@ impl Session {
             progress: Arc::clone(&progress),
             list_changed: tx,
         };
-        let transport = (stdout, stdin);
         let started = match generation {
             Generation::Legacy => {
                 handler
@@ -234,7 +333,8 @@ impl Session {
         );
         Session {
             client,
-            child,
+            child: None,
+            http: false,
             asked,
             progress,
             list_changed,
@@ -352,15 +452,23 @@ impl Session {
         sub
     }
 
-    /// Closes the client (stdin) and waits for the server to go.
+    /// Closes the client (stdin, or the HTTP session) and waits for a server it started to go
+    /// (an HTTP server is stopped: it serves until told to).
     async fn close(mut self) {
         let _ = self.client.close_with_timeout(Duration::from_secs(5)).await;
         drop(self.client);
-        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+        let Some(mut child) = self.child else {
+            return;
+        };
+        if let (true, Some(pid)) = (self.http, child.id()) {
+            // SIGTERM: the server writes its history and ends
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        }
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
             .await
             .is_err()
         {
-            let _ = self.child.kill().await;
+            let _ = child.kill().await;
         }
     }
 }
@@ -467,9 +575,9 @@ fn custom_definition(name: &str, description: &str) -> Value {
     })
 }
 
-async fn listing(g: Generation) {
+async fn listing(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let tools = s.tools().await;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     let mut sorted = names.clone();
@@ -485,6 +593,12 @@ async fn listing(g: Generation) {
     ] {
         assert!(names.contains(&expected), "{expected} listed: {names:?}");
     }
+    // importing a file the client names needs stdio
+    assert_eq!(
+        names.contains(&"asset_import"),
+        door == Door::Stdio,
+        "{door:?}: {names:?}"
+    );
     let calc = tool(&tools, "calculate");
     assert_eq!(
         calc.input_schema.get("required"),
@@ -520,6 +634,7 @@ async fn listing(g: Generation) {
     let s = Session::start_with(
         home.path(),
         g,
+        door,
         Person::Absent,
         &[("LMCP_OUTPUT_SCHEMAS", "1")],
     )
@@ -569,7 +684,7 @@ async fn listing(g: Generation) {
     let config = home.path().join("config").join("config.json");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     std::fs::write(&config, json!({"modes": {"no_terminal": true}}).to_string()).unwrap();
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let names = s.names().await;
     assert!(
         !names.iter().any(|n| n == "run_command") && names.iter().any(|n| n == "calculate"),
@@ -584,9 +699,9 @@ async fn listing(g: Generation) {
     std::fs::remove_file(&config).unwrap();
 }
 
-async fn calls(g: Generation) {
+async fn calls(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let r = s.call("calculate", json!({"expression": "6*7"})).await;
     assert!(r.is_error != Some(true), "{r:?}");
     assert_eq!(
@@ -620,10 +735,10 @@ async fn calls(g: Generation) {
     s.close().await;
 }
 
-async fn custom_tools(g: Generation) {
+async fn custom_tools(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let definition = custom_definition("user_double", "Double a number with calculate");
-    let mut s = Session::start(home.path(), g, Person::Absent).await;
+    let mut s = Session::start(home.path(), g, door, Person::Absent).await;
     match g {
         Generation::Legacy => {
             let r = s.call("custom_tool_create", definition).await;
@@ -674,7 +789,7 @@ async fn cli(home: &Path, args: &[&str]) {
 }
 
 /// A custom tool saved and deleted from the command line while the server runs.
-async fn saved_elsewhere(g: Generation) {
+async fn saved_elsewhere(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
     let definition = custom_definition("user_triple", "Triple a number with calculate").to_string();
@@ -685,7 +800,7 @@ async fn saved_elsewhere(g: Generation) {
         r#"{"name": "user_triple"}"#,
         "--yes",
     ];
-    let mut s = Session::start(home, g, Person::Absent).await;
+    let mut s = Session::start(home, g, door, Person::Absent).await;
     match g {
         Generation::Legacy => {
             cli(home, &create).await;
@@ -731,10 +846,10 @@ async fn saved_elsewhere(g: Generation) {
     s.close().await;
 }
 
-async fn cancel(g: Generation) {
+async fn cancel(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let spin = json!({"name": "user_spin", "description": "loops until cancelled", "lua": "---@timeout 600\nwhile true do end"});
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let r = s.call("custom_tool_create", spin).await;
     assert!(!is_error(&r), "{r:?}");
     let started = Instant::now();
@@ -777,11 +892,11 @@ async fn cancel(g: Generation) {
     );
 }
 
-async fn progress(g: Generation) {
+async fn progress(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let step = json!({"tool": "calculate", "args": {"expression": "1"}});
     let recipe = json!({"name": "three steps", "steps": [step, step, step]});
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let r = s
         .call("recipe_save", json!({"manifest": recipe, "replace": true}))
         .await;
@@ -830,11 +945,14 @@ async fn progress(g: Generation) {
     assert_increasing(&seen);
     s.close().await;
 
-    // and from a PDF build: one report per page
+    // and from a PDF build: one report per page (its images come in from files: stdio only)
+    if door == Door::Http {
+        return;
+    }
     let workspace = home.path().join("data").join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("page.png"), tiny_png()).unwrap();
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let r = s.call("workspace_create", json!({"name": "album"})).await;
     let ws = structured(&r)
         .get("workspace_id")
@@ -881,7 +999,7 @@ fn assert_increasing(seen: &[(f64, Option<f64>, Option<String>)]) {
     );
 }
 
-async fn elicitation(g: Generation) {
+async fn elicitation(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let target = home
         .path()
@@ -891,13 +1009,13 @@ async fn elicitation(g: Generation) {
     let name = target.file_name().unwrap().to_str().unwrap().to_string();
     let args = json!({"path": name, "content": "asked first"});
 
-    let s = Session::start(home.path(), g, Person::Declines).await;
+    let s = Session::start(home.path(), g, door, Person::Declines).await;
     let r = s.call("write_file", args.clone()).await;
     assert!(is_error(&r) && text(&r).contains("declined"), "{r:?}");
     s.close().await;
     assert!(!target.exists(), "declined: nothing written");
 
-    let s = Session::start(home.path(), g, Person::Absent).await;
+    let s = Session::start(home.path(), g, door, Person::Absent).await;
     let r = s.call("write_file", args.clone()).await;
     assert!(
         is_error(&r) && text(&r).contains("lmcp grants allow write_file"),
@@ -906,7 +1024,7 @@ async fn elicitation(g: Generation) {
     s.close().await;
     assert!(!target.exists(), "nobody to ask: nothing written");
 
-    let s = Session::start(home.path(), g, Person::Accepts).await;
+    let s = Session::start(home.path(), g, door, Person::Accepts).await;
     let r = s.call("write_file", args).await;
     assert!(!is_error(&r), "{r:?}");
     s.close().await;
@@ -919,12 +1037,12 @@ async fn elicitation(g: Generation) {
 
 /// A recipe with two steps that each need a yes (destructive: the default grant asks). The
 /// question is asked once, up front, listing both; then each step runs exactly once.
-async fn one_yes_for_a_recipe(g: Generation) {
+async fn one_yes_for_a_recipe(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let counter = home.path().join(format!("steps-{}.txt", g.name()));
     let step = json!({"tool": "run_command", "args": {"program": "sh", "args": ["-c", format!("echo x >> '{}'", counter.display())]}});
     let manifest = json!({"name": format!("two asks {}", g.name()), "steps": [step, step]});
-    let s = Session::start(home.path(), g, Person::Accepts).await;
+    let s = Session::start(home.path(), g, door, Person::Accepts).await;
     let r = s
         .call("recipe_run", json!({"manifest": manifest, "confirm": true}))
         .await;
@@ -944,7 +1062,7 @@ async fn one_yes_for_a_recipe(g: Generation) {
 /// Each way a question can end is told in its own words, and none tells an MCP client to use a
 /// command-line flag: no elicitation (how to allow it here), declined, dismissed, and (legacy,
 /// where the server asks during the call) a client whose dialog fails.
-async fn answers_are_told_apart(g: Generation) {
+async fn answers_are_told_apart(g: Generation, door: Door) {
     let home = tempfile::tempdir().unwrap();
     let args = json!({"path": "answers.txt", "content": "x"});
     let mut cases = vec![
@@ -958,7 +1076,7 @@ async fn answers_are_told_apart(g: Generation) {
         cases.push((Person::Fails, "the client failed to ask a person"));
     }
     for (person, expected) in cases {
-        let s = Session::start(home.path(), g, person).await;
+        let s = Session::start(home.path(), g, door, person).await;
         let r = s.call("write_file", args.clone()).await;
         let message = text(&r).to_string();
         assert!(is_error(&r), "{person:?}: {r:?}");
@@ -987,7 +1105,7 @@ async fn answers_are_told_apart(g: Generation) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_withdraws_its_question() {
     let home = tempfile::tempdir().unwrap();
-    let s = Session::start(home.path(), Generation::Legacy, Person::Hangs).await;
+    let s = Session::start(home.path(), Generation::Legacy, Door::Stdio, Person::Hangs).await;
     let asked = Arc::clone(&s.asked);
     let call = s.client.call_tool(params(
         "write_file",
@@ -1016,12 +1134,12 @@ macro_rules! in_both_generations {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $legacy() {
-            $scenario(Generation::Legacy).await;
+            $scenario(Generation::Legacy, Door::Stdio).await;
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $modern() {
-            $scenario(Generation::Modern).await;
+            $scenario(Generation::Modern, Door::Stdio).await;
         }
     )*};
 }
@@ -1036,4 +1154,165 @@ in_both_generations! {
     elicitation => elicitation_legacy, elicitation_2026;
     one_yes_for_a_recipe => one_yes_for_a_recipe_legacy, one_yes_for_a_recipe_2026;
     answers_are_told_apart => answers_are_told_apart_legacy, answers_are_told_apart_2026;
+}
+
+/// The same scenarios through rmcp's Streamable HTTP client against `lmcp serve --http`.
+macro_rules! over_http {
+    ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $legacy() {
+            $scenario(Generation::Legacy, Door::Http).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $modern() {
+            $scenario(Generation::Modern, Door::Http).await;
+        }
+    )*};
+}
+
+over_http! {
+    listing => http_list_legacy, http_list_2026;
+    calls => http_call_legacy, http_call_2026;
+    custom_tools => http_custom_tools_legacy, http_custom_tools_2026;
+    saved_elsewhere => http_tools_saved_elsewhere_legacy, http_tools_saved_elsewhere_2026;
+    cancel => http_cancel_legacy, http_cancel_2026;
+    progress => http_progress_legacy, http_progress_2026;
+    elicitation => http_elicitation_legacy, http_elicitation_2026;
+    one_yes_for_a_recipe => http_one_yes_for_a_recipe_legacy, http_one_yes_for_a_recipe_2026;
+    answers_are_told_apart => http_answers_are_told_apart_legacy, http_answers_are_told_apart_2026;
+}
+
+/// Two sessions hear of a tool a third session creates, in both generations at once (legacy
+/// sessions by notification, 2026-07-28 ones on their subscription).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_two_sessions_hear_of_a_tool_a_third_creates() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[]).await;
+    let mut legacy = server.connect(Generation::Legacy, Person::Absent).await;
+    let modern = server.connect(Generation::Modern, Person::Absent).await;
+    let mut sub = modern.listen().await;
+    let maker = server.connect(Generation::Legacy, Person::Absent).await;
+    let r = maker
+        .call(
+            "custom_tool_create",
+            custom_definition("user_shared", "Made by one session, seen by all"),
+        )
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    legacy.list_changed().await;
+    next_list_change(&mut sub).await;
+    for s in [&legacy, &modern] {
+        let r = s.call("user_shared", json!({"n": "2+3"})).await;
+        assert_eq!(
+            structured(&r).pointer("/result/value"),
+            Some(&json!(5)),
+            "{r:?}"
+        );
+    }
+    drop(sub);
+    for s in [legacy, modern, maker] {
+        s.close().await;
+    }
+    let mut child = server.child;
+    let _ = child.kill().await;
+}
+
+/// rmcp's client without the token, or with a wrong one, is turned away (401) before any
+/// session starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_a_client_without_the_token_is_turned_away() {
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[]).await;
+    for token in [None, Some("not-the-token")] {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.as_str());
+        if let Some(t) = token {
+            config = config.auth_header(t);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let handler = Handler {
+            generation: Generation::Legacy,
+            person: Person::Absent,
+            asked: Arc::default(),
+            progress: Arc::default(),
+            list_changed: mpsc::unbounded_channel().0,
+        };
+        let started = tokio::time::timeout(
+            CALL_TIMEOUT,
+            handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+        )
+        .await
+        .expect("the refusal came at once");
+        let e = match started {
+            Ok(_) => panic!("{token:?}: a session started without the right token"),
+            Err(e) => format!("{e:?}"),
+        };
+        assert!(
+            e.contains("401") || e.to_lowercase().contains("auth"),
+            "{token:?}: {e}"
+        );
+    }
+    let mut child = server.child;
+    let _ = child.kill().await;
+}
+
+/// 50 sessions of rmcp's HTTP client call at once, 200 calls each: every call answered
+/// right, and the history counts every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_fifty_sessions_call_in_parallel() {
+    const SESSIONS: usize = 50;
+    const CALLS: usize = 200;
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config").join("config.json");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let limits = json!({"limits": {"history_size": SESSIONS * CALLS + 100}});
+    std::fs::write(&config, limits.to_string()).unwrap();
+    let server = HttpServer::start(home.path(), &[]).await;
+    let mut sessions = Vec::new();
+    for i in 0..SESSIONS {
+        let g = if i % 2 == 0 {
+            Generation::Legacy
+        } else {
+            Generation::Modern
+        };
+        sessions.push(server.connect(g, Person::Absent).await);
+    }
+    let mut runs = tokio::task::JoinSet::new();
+    for (i, s) in sessions.into_iter().enumerate() {
+        runs.spawn(async move {
+            for j in 0..CALLS {
+                let r = s
+                    .call("calculate", json!({"expression": format!("{i}*1000+{j}")}))
+                    .await;
+                let want = (i * 1000 + j) as u64;
+                assert_eq!(
+                    structured(&r).get("value").and_then(Value::as_u64),
+                    Some(want),
+                    "{r:?}"
+                );
+            }
+            s.close().await;
+        });
+    }
+    while let Some(done) = runs.join_next().await {
+        done.expect("a session failed");
+    }
+    // SIGTERM: the server writes its history and ends
+    let mut child = server.child;
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
+    let n = (SESSIONS * CALLS + 100).to_string();
+    cmd.args(["--json", "history", "-n", &n]);
+    clean_env(&mut cmd, home.path());
+    let out = cmd.output().await.unwrap();
+    let history: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls = history
+        .as_array()
+        .or_else(|| history.get("entries").and_then(Value::as_array))
+        .unwrap_or_else(|| panic!("no entries: {history}"))
+        .iter()
+        .filter(|e| e["tool"] == "calculate" && e["outcome"] == "done")
+        .count();
+    assert_eq!(calls, SESSIONS * CALLS);
 }

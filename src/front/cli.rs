@@ -70,6 +70,11 @@ pub enum Command {
         /// the new one).
         #[arg(long, requires = "http", conflicts_with = "show_token")]
         rotate_token: bool,
+        /// With --http: close a session nobody used for SECS seconds (its client must start a
+        /// new one).
+        #[arg(long, value_name = "SECS", requires = "http", default_value_t = super::http::IDLE_AFTER.as_secs(),
+              value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
+        idle_timeout: u64,
     },
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
@@ -512,6 +517,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             allow_remote,
             show_token,
             rotate_token,
+            idle_timeout,
         } => {
             let profile = match profile {
                 ProfileArg::Core => Profile::Core,
@@ -533,8 +539,12 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
                     Ok(0)
                 }
                 Some(addr) => {
-                    let addr = super::http::parse_addr(&addr)?;
-                    super::http::serve(Arc::clone(host), profile, addr, allow_remote).await
+                    let options = super::http::Options {
+                        addr: super::http::parse_addr(&addr)?,
+                        allow_remote,
+                        idle: std::time::Duration::from_secs(idle_timeout),
+                    };
+                    super::http::serve(Arc::clone(host), profile, options).await
                 }
             }
         }

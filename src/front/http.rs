@@ -28,6 +28,9 @@ use crate::host::Host;
 use crate::registry::Profile;
 use crate::store;
 
+/// The first protocol version without sessions (no `initialize` handshake).
+const MODERN: &str = "2026-07-28";
+
 /// Where `lmcp serve --http` listens when given no address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8765";
 
@@ -46,8 +49,19 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// How long a client has to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A session nobody used for this long is closed.
+/// A session nobody used for this long is closed (`--idle-timeout` changes it).
 pub const IDLE_AFTER: Duration = Duration::from_secs(300);
+
+/// Where and how `lmcp serve --http` serves.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address listened on.
+    pub addr: SocketAddr,
+    /// A non-loopback address is served only when this is set (`--allow-remote`).
+    pub allow_remote: bool,
+    /// How long a session may go unused before it is closed.
+    pub idle: Duration,
+}
 
 /// The file the bearer token is kept in, readable by the user only.
 pub fn token_path(host: &Host) -> PathBuf {
@@ -187,6 +201,8 @@ fn refusal(status: StatusCode, message: &str) -> Response<Body> {
 struct Front {
     token: String,
     sessions: Arc<LocalSessionManager>,
+    /// Told to a client turned away for want of a free session.
+    idle: Duration,
 }
 
 impl Front {
@@ -235,15 +251,23 @@ impl Front {
                 ));
             }
         }
-        let opens_session =
-            req.method() == http::Method::POST && !req.headers().contains_key("mcp-session-id");
+        // Only the handshake generation opens sessions: a request without a session id that
+        // names 2026-07-28 or later (dates order as text) needs none.
+        let session_less = req
+            .headers()
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= MODERN);
+        let opens_session = req.method() == http::Method::POST
+            && !req.headers().contains_key("mcp-session-id")
+            && !session_less;
         if opens_session && self.sessions.sessions.read().await.len() >= MAX_SESSIONS {
             return Some(refusal(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &format!(
                     "{MAX_SESSIONS} sessions are open, the most lmcp keeps; close one (or wait \
                      {} s for idle ones to expire)",
-                    IDLE_AFTER.as_secs()
+                    self.idle.as_secs()
                 ),
             ));
         }
@@ -253,12 +277,12 @@ impl Front {
 
 /// Serves MCP over Streamable HTTP on `addr` until SIGTERM or SIGINT. The host must have been
 /// opened with the remote transport.
-pub async fn serve(
-    host: Arc<Host>,
-    profile: Profile,
-    addr: SocketAddr,
-    allow_remote: bool,
-) -> Result<u8> {
+pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Result<u8> {
+    let Options {
+        addr,
+        allow_remote,
+        idle,
+    } = options;
     if !addr.ip().is_loopback() && !allow_remote {
         return Err(Error::Usage(format!(
             "{addr} can be reached from other machines; add --allow-remote to serve there (the \
@@ -274,7 +298,7 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(IDLE_AFTER);
+    sessions.session_config.keep_alive = Some(idle);
     let sessions = Arc::new(sessions);
     let cancel = tokio_util::sync::CancellationToken::new();
     // the address listened on is a name clients use too (127.0.0.2, say)
@@ -300,7 +324,11 @@ pub async fn serve(
     let server = McpServer::new(Arc::clone(&host), profile);
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
-    let front = Arc::new(Front { token, sessions });
+    let front = Arc::new(Front {
+        token,
+        sessions,
+        idle,
+    });
     for w in host.take_warnings() {
         super::mcp::tracing_stderr(&w);
     }
