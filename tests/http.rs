@@ -776,14 +776,16 @@ fn sessions_past_the_bound_are_503() {
     let list = modern(&server, 4, "tools/list", json!({}));
     assert!(!names(&list).is_empty(), "{list}");
     // a handshake dressed as the session-less generation opens no session past the bound
-    let (status, session, answer) = server.rpc(
-        &common::initialize(json!(5)),
-        &[
-            ("MCP-Protocol-Version", MODERN),
-            ("Mcp-Method", "initialize"),
-        ],
-    );
-    assert_eq!(session, None, "{status}: {answer}");
+    for version in [MODERN, "2099-01-01", "zzz"] {
+        let (status, session, answer) = server.rpc(
+            &common::initialize(json!(5)),
+            &[
+                ("MCP-Protocol-Version", version),
+                ("Mcp-Method", "initialize"),
+            ],
+        );
+        assert_eq!(session, None, "{version}: {status}: {answer}");
+    }
     // closing one makes room for one
     let (status, _, _) = server.send(
         "DELETE",
