@@ -381,7 +381,7 @@ pub fn quarantine(path: &Path) -> Result<PathBuf> {
 }
 
 /// The lock file guarding `target`: `.NAME.lock` beside it.
-fn lock_path(target: &Path) -> PathBuf {
+pub fn lock_path(target: &Path) -> PathBuf {
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -398,6 +398,15 @@ pub struct LockFile {
 }
 
 impl LockFile {
+    /// Opens the lock file guarding `target` if it exists and may be opened; for readers,
+    /// which neither make one (nothing was ever written) nor fail without one (a read-only
+    /// folder).
+    pub fn existing(target: &Path) -> Option<LockFile> {
+        let path = lock_path(target);
+        let file = OpenOptions::new().write(true).open(&path).ok()?;
+        Some(LockFile { file, path })
+    }
+
     /// Opens (creating if needed) the lock file guarding `target`.
     pub fn open(target: &Path) -> Result<LockFile> {
         let path = lock_path(target);

@@ -345,10 +345,21 @@ pub(super) fn roots(host: &Arc<Host>, action: RootsCommand, json: bool) -> Resul
 pub(super) fn history(host: &Arc<Host>, count: usize, json: bool) -> Result<u8> {
     let recent = host.history().recent(count)?;
     if recent.skipped > 0 {
+        let files: Vec<String> = recent
+            .damaged
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         host.warn(format!(
             "skipped {} unreadable line(s) in {}",
             recent.skipped,
-            host.paths().history_file().display()
+            files.join(" and ")
+        ));
+    }
+    for path in &recent.not_files {
+        host.warn(format!(
+            "skipped {}: it is not a file (move it away; lmcp makes it again)",
+            path.display()
         ));
     }
     let value = serde_json::to_value(&recent.entries).unwrap_or_default();

@@ -118,6 +118,10 @@ pub struct Recent {
     pub entries: Vec<HistoryEntry>,
     /// Lines that did not parse and were skipped.
     pub skipped: usize,
+    /// The files those lines were in.
+    pub damaged: Vec<PathBuf>,
+    /// History files that are not regular files (a folder or a FIFO in their place): skipped.
+    pub not_files: Vec<PathBuf>,
 }
 
 impl History {
@@ -195,13 +199,24 @@ impl History {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        match q.error.take() {
-            Some(message) => Err(Error::Tool {
+        if let Some(message) = q.error.take() {
+            return Err(Error::Tool {
                 tool: "history".into(),
                 message,
-            }),
-            None => Ok(()),
+            });
         }
+        if q.done < target {
+            return Err(Error::Tool {
+                tool: "history".into(),
+                message: format!(
+                    "{} entries were not written within 10 s: another process holds the \
+                     history's lock ({}) or the disk does not answer",
+                    target - q.done,
+                    store::lock_path(&self.path).display()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Starts the writer thread if it is not running.
@@ -326,11 +341,39 @@ fn append(open: &mut Option<OpenFiles>, path: &Path, capacity: usize, lines: &[u
     files.known = Some((cut + lines.len() as u64, count));
     if count >= capacity {
         // the rename is atomic: a crash leaves either name, each file whole
-        fs::rename(path, older(path)).map_err(|e| Error::io(path, e))?;
+        if let Err(e) = fs::rename(path, older(path)) {
+            // something not a file has the older file's name: keep the ring bounded in place
+            // (rare: a rewrite) and say what is in the way
+            let text = fs::read(path).map_err(|e| Error::io(path, e))?;
+            store::atomic_write(path, newest_lines(&text, capacity.div_ceil(2)))?;
+            files.file = open_append(path)?;
+            files.known = None;
+            return Err(Error::io(
+                &older(path),
+                std::io::Error::new(
+                    e.kind(),
+                    format!("{e}; move it away so the history can begin a new file"),
+                ),
+            ));
+        }
         files.file = open_append(path)?;
         files.known = Some((0, 0));
     }
     Ok(())
+}
+
+/// The last `n` whole lines of `text`.
+fn newest_lines(text: &[u8], n: usize) -> &[u8] {
+    let mut seen = 0;
+    for (i, b) in text.iter().enumerate().rev() {
+        if *b == b'\n' {
+            seen += 1;
+            if seen > n {
+                return &text[i + 1..];
+            }
+        }
+    }
+    text
 }
 
 /// Where the previous `capacity` entries are kept.
@@ -338,14 +381,25 @@ fn older(path: &Path) -> PathBuf {
     path.with_extension("1.jsonl")
 }
 
-/// Opens the history for appending.
+/// Opens the history for appending: a regular file only (a FIFO in its place is refused at
+/// once, never waited on).
 fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))
+    let mut options = OpenOptions::new();
+    options.create(true).append(true).read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::io(
+            path,
+            std::io::Error::other("not a regular file; move it away so lmcp can make the history"),
+        ));
+    }
+    Ok(file)
 }
 
 /// The number of lines in a file, read from its start.
@@ -364,33 +418,63 @@ fn count_lines(file: &File) -> std::io::Result<usize> {
 }
 
 /// [`read_all`] under the history lock, so no writer begins a new file between the two reads.
+/// Without a lock file (nothing was ever written, or private mode) or without the right to open
+/// it (a read-only data folder), it reads unlocked: reading never makes or needs a file of its own.
 fn read_locked(path: &Path) -> Result<Recent> {
-    // nothing recorded yet: no folder or lock file is made just to read
-    if !path.parent().is_some_and(Path::exists) {
-        return Ok(Recent::default());
-    }
-    let lock = LockFile::open(path)?;
-    let _guard = lock.lock()?;
+    let lock = LockFile::existing(path);
+    let _guard = match &lock {
+        Some(lock) => Some(lock.lock()?),
+        None => None,
+    };
     read_all(path)
 }
 
-/// Every entry the two files hold, oldest first; lines that do not parse are counted.
+/// Every entry the two files hold, oldest first; lines that do not parse are counted. Only
+/// regular files are read (a FIFO or a folder put in their place is skipped, never waited on).
 fn read_all(path: &Path) -> Result<Recent> {
     let mut recent = Recent::default();
     for file in [older(path), path.to_path_buf()] {
-        let text = match fs::read(&file) {
-            Ok(b) => b,
+        let text = match read_regular(&file) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                recent.not_files.push(file);
+                continue;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io(&file, e)),
         };
+        let skipped = recent.skipped;
         for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice(line) {
                 Ok(e) => recent.entries.push(e),
                 Err(_) => recent.skipped += 1,
             }
         }
+        if recent.skipped > skipped {
+            recent.damaged.push(file);
+        }
     }
     Ok(recent)
+}
+
+/// A regular file's bytes; `None` when something else has its name.
+fn read_regular(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // a FIFO opens at once instead of waiting for a writer
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let mut file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
 }
 
 /// The shapes of a call's arguments. Only names declared in `schema.properties` are kept.
@@ -733,5 +817,75 @@ mod writer_tests {
         assert_eq!((lines(&path), lines(&older(&path))), (0, 31));
         let tools = newest(&h, 3);
         assert_eq!(tools, vec!["old28", "old29", "new"]);
+    }
+
+    /// A folder in the older file's place: the history stays bounded (rewritten in place),
+    /// the error names the folder, and reading skips it and says so.
+    #[test]
+    fn a_folder_in_the_older_files_place_is_named_and_the_ring_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        fs::create_dir(older(&path)).unwrap();
+        let h = History::new(path.clone(), 6);
+        let mut errors = Vec::new();
+        for i in 0..40 {
+            h.record(&entry(format!("t{i}"))).ok();
+            if let Err(e) = h.flush() {
+                errors.push(e.to_string());
+            }
+        }
+        assert!(lines(&path) <= 6, "{}", lines(&path));
+        assert!(
+            !errors.is_empty() && errors.iter().all(|e| e.contains("h.1.jsonl")),
+            "{errors:?}"
+        );
+        let r = h.recent(100).unwrap();
+        assert_eq!(r.not_files, vec![older(&path)]);
+        assert_eq!(r.entries.last().unwrap().tool, "t39");
+    }
+
+    /// A FIFO in place of either file is never waited on: reads skip it at once, and writes
+    /// fail at once with a reason.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_in_place_of_a_history_file_is_never_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let fifo = |p: &Path| {
+            let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        };
+        fifo(&older(&path));
+        let h = History::new(path.clone(), 10);
+        h.record(&entry("a".into())).unwrap();
+        h.flush().unwrap();
+        let r = h.recent(10).unwrap();
+        assert_eq!((r.entries.len(), r.not_files.len()), (1, 1));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        fifo(&path);
+        let h = History::new(path.clone(), 10);
+        let started = std::time::Instant::now();
+        h.record(&entry("a".into())).unwrap();
+        let e = h.flush().unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        assert!(h.recent(10).unwrap().entries.is_empty());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// Reading needs no lock file and makes none (nothing written yet, or a read-only folder).
+    #[test]
+    fn reading_makes_no_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        fs::write(
+            &path,
+            format!("{}\n", serde_json::to_string(&entry("x".into())).unwrap()),
+        )
+        .unwrap();
+        let r = read_locked(&path).unwrap();
+        assert_eq!(r.entries.len(), 1);
+        assert!(!store::lock_path(&path).exists());
     }
 }
