@@ -349,7 +349,7 @@ fn append(open: &mut Option<OpenFiles>, path: &Path, capacity: usize, lines: &[u
             files.file = open_append(path)?;
             files.known = None;
             return Err(Error::io(
-                &older(path),
+                older(path),
                 std::io::Error::new(
                     e.kind(),
                     format!("{e}; move it away so the history can begin a new file"),
