@@ -105,6 +105,19 @@ impl Server {
         s
     }
 
+    /// Opens `session`'s own stream (GET), where notifications outside a request arrive.
+    fn listen(&self, session: &str) -> TcpStream {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let req = format!(
+            "GET /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: \
+             text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: \
+             2025-11-25\r\n\r\n",
+            self.addr, self.token
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        s
+    }
+
     /// A JSON-RPC message posted with the token; the status, the session id if one was given,
     /// and the JSON-RPC answer (from a JSON body or the stream's `data:` lines).
     fn rpc(&self, message: &Value, extra: &[(&str, &str)]) -> (u16, Option<String>, Value) {
@@ -535,15 +548,7 @@ fn two_sessions_hear_of_a_tool_a_third_creates() {
     let (heard, told) = std::sync::mpsc::channel();
     for listener in 0..2 {
         let session = open_session(&server);
-        // the session's own stream, where notifications outside a request arrive
-        let mut s = TcpStream::connect(&server.addr).unwrap();
-        let req = format!(
-            "GET /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: \
-             text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: \
-             2025-11-25\r\n\r\n",
-            server.addr, server.token
-        );
-        s.write_all(req.as_bytes()).unwrap();
+        let s = server.listen(&session);
         s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
             .unwrap();
         let heard = heard.clone();
@@ -777,14 +782,13 @@ fn sessions_past_the_bound_are_503() {
     assert!(!names(&list).is_empty(), "{list}");
     // a handshake dressed as the session-less generation opens no session past the bound
     for version in [MODERN, "2099-01-01", "zzz"] {
-        let (status, session, answer) = server.rpc(
-            &common::initialize(json!(5)),
-            &[
-                ("MCP-Protocol-Version", version),
-                ("Mcp-Method", "initialize"),
-            ],
-        );
-        assert_eq!(session, None, "{version}: {status}: {answer}");
+        for method in ["initialize", "tools/list", "INITIALIZE "] {
+            let (status, session, answer) = server.rpc(
+                &common::initialize(json!(5)),
+                &[("MCP-Protocol-Version", version), ("Mcp-Method", method)],
+            );
+            assert_eq!(session, None, "{version} {method}: {status}: {answer}");
+        }
     }
     // closing one makes room for one
     let (status, _, _) = server.send(
@@ -856,4 +860,100 @@ fn headers_sent_too_slowly_are_cut_off() {
     // the server still answers others
     let (status, _, _) = server.rpc(&common::initialize(json!(1)), &[]);
     assert_eq!(status, 200);
+}
+
+/// Handshakes whose headers all arrive before their bodies pass the check in front together;
+/// the bound still holds where sessions are made.
+#[test]
+fn handshakes_sent_together_stay_within_the_bound() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(home.path());
+    let body = common::initialize(json!(1)).to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
+         application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: \
+         {}\r\n\r\n",
+        server.addr,
+        server.token,
+        body.len()
+    );
+    let mut streams: Vec<TcpStream> = (0..160)
+        .map(|_| {
+            let mut s = TcpStream::connect(&server.addr).unwrap();
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // every head has been read before any body comes
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for s in &mut streams {
+        s.write_all(body.as_bytes()).unwrap();
+    }
+    let (mut opened, mut refused) = (0, 0);
+    for mut s in streams {
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        if answer.to_lowercase().contains("mcp-session-id:") {
+            opened += 1;
+        } else if answer.starts_with("HTTP/1.0 503") || answer.starts_with("HTTP/1.1 503") {
+            refused += 1;
+        }
+    }
+    assert_eq!((opened, refused), (128, 32));
+}
+
+/// A session is idle only when nothing of it is in progress: a call that runs longer than
+/// `--idle-timeout` and a stream left open both keep it; once they end, it expires.
+#[test]
+fn a_session_in_use_does_not_expire() {
+    let home = tempfile::tempdir().unwrap();
+    lmcp_ok(home.path(), &["grants", "allow", "run_command"]);
+    let server = Server::start_with(
+        home.path(),
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--profile",
+            "full",
+            "--idle-timeout",
+            "1",
+        ],
+    );
+    let session = open_session(&server);
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    // a call of 3 s: answered in full, and the session is still there after it
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "run_command", "arguments": {"program": "sleep", "args": ["3"]}}});
+    let mut s = server.post_open(&session, &call.to_string(), 30);
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains("\"result\"") && !answer.contains("\"isError\":true"),
+        "{answer}"
+    );
+    let (status, _, list) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        &in_session,
+    );
+    assert_eq!(status, 200, "{list}");
+    // a stream left open for 3 s keeps it too
+    let stream = server.listen(&session);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (status, _, list) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+        &in_session,
+    );
+    assert_eq!(status, 200, "{list}");
+    drop(stream);
+    // nothing in progress: it expires
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (status, _, answer) = server.rpc(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}),
+        &in_session,
+    );
+    assert_eq!(status, 404, "{answer}");
 }

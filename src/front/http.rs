@@ -18,18 +18,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
+use super::http_sessions::{Sessions, tracked};
 use super::mcp::McpServer;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::registry::Profile;
 use crate::store;
-
-/// The first protocol version without sessions (no `initialize` handshake).
-const MODERN: &str = "2026-07-28";
 
 /// Where `lmcp serve --http` listens when given no address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8765";
@@ -49,7 +46,8 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// How long a client has to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A session nobody used for this long is closed (`--idle-timeout` changes it).
+/// A session with no request being answered and no stream open for this long is closed
+/// (`--idle-timeout` changes it).
 pub const IDLE_AFTER: Duration = Duration::from_secs(300);
 
 /// Where and how `lmcp serve --http` serves.
@@ -197,15 +195,41 @@ fn refusal(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
+/// Whether `req` may open a session: a POST without a session id, unless it names a method
+/// other than `initialize` (rmcp refuses an `initialize` body under another method's name).
+/// The count is enforced again where sessions are made ([`Sessions`]).
+fn opens_session<B>(req: &Request<B>) -> bool {
+    let method = req
+        .headers()
+        .get("mcp-method")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    req.method() == http::Method::POST
+        && !req.headers().contains_key("mcp-session-id")
+        && method.is_none_or(|m| m.eq_ignore_ascii_case("initialize"))
+}
+
 /// What the checks in front of the MCP service need.
 struct Front {
     token: String,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<Sessions>,
     /// Told to a client turned away for want of a free session.
     idle: Duration,
 }
 
 impl Front {
+    /// The refusal for a handshake past the bound on sessions.
+    fn full(&self) -> Response<Body> {
+        refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "{MAX_SESSIONS} sessions are open, the most lmcp keeps; close one (or wait {} s \
+                 for idle ones to expire)",
+                self.idle.as_secs()
+            ),
+        )
+    }
+
     /// The refusal for a request that may not reach the MCP service, if any.
     async fn check<B>(&self, req: &Request<B>) -> Option<Response<Body>> {
         if req.uri().path() != MCP_PATH {
@@ -251,25 +275,8 @@ impl Front {
                 ));
             }
         }
-        // Only the handshake generation opens sessions: a request without a session id that
-        // names 2026-07-28 or later (dates order as text) needs none.
-        let session_less = req
-            .headers()
-            .get("mcp-protocol-version")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v >= MODERN);
-        let opens_session = req.method() == http::Method::POST
-            && !req.headers().contains_key("mcp-session-id")
-            && !session_less;
-        if opens_session && self.sessions.sessions.read().await.len() >= MAX_SESSIONS {
-            return Some(refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!(
-                    "{MAX_SESSIONS} sessions are open, the most lmcp keeps; close one (or wait \
-                     {} s for idle ones to expire)",
-                    self.idle.as_secs()
-                ),
-            ));
+        if opens_session(req) && self.sessions.full().await {
+            return Some(self.full());
         }
         None
     }
@@ -297,9 +304,8 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
     let local = listener
         .local_addr()
         .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(idle);
-    let sessions = Arc::new(sessions);
+    let sessions = Arc::new(Sessions::new(MAX_SESSIONS));
+    let reaper = tokio::spawn(Arc::clone(&sessions).reap(idle));
     let cancel = tokio_util::sync::CancellationToken::new();
     // the address listened on is a name clients use too (127.0.0.2, say)
     let mut loopback = vec![
@@ -371,12 +377,30 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
                         return Ok::<_, Infallible>(refused);
                     }
                     let ends_session = req.method() == http::Method::DELETE;
+                    let opens = opens_session(&req);
+                    // the session is in use while its answer (a stream, maybe) is being sent
+                    let in_use = req
+                        .headers()
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|id| front.sessions.enter(id));
                     let mut response = tower_service::Service::call(&mut service, req).await?;
+                    // handshakes that raced past the check in front were stopped where
+                    // sessions are made
+                    if opens
+                        && response.status() == StatusCode::INTERNAL_SERVER_ERROR
+                        && front.sessions.full().await
+                    {
+                        return Ok(front.full());
+                    }
                     // a session ended is answered 204, as clients expect (rmcp says 202)
                     if ends_session && response.status() == StatusCode::ACCEPTED {
                         *response.status_mut() = StatusCode::NO_CONTENT;
                     }
-                    Ok(response)
+                    Ok(match in_use {
+                        Some(in_use) => response.map(|body| tracked(body, in_use)),
+                        None => response,
+                    })
                 }
             });
             // a client that does not finish its headers in time is let go
@@ -390,6 +414,7 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
     }
     cancel.cancel();
     watcher.abort();
+    reaper.abort();
     Ok(0)
 }
 

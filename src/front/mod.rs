@@ -20,6 +20,7 @@ pub mod cli;
 pub mod docs;
 pub mod door;
 pub mod http;
+pub mod http_sessions;
 pub mod keep;
 pub mod lines;
 pub mod mcp;
