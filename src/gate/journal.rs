@@ -300,6 +300,54 @@ struct Writer {
     /// The folder whose entry for a new journal is not yet synced: synced with the first line
     /// that must be, so a run of idempotent steps only costs no sync at all.
     unsynced_dir: Option<PathBuf>,
+    /// The key, for the hashes left to whoever writes the lines ([`MARK`]).
+    keyed: Keyed,
+    /// Where lines with hashes left to fill are laid out before they are written (kept).
+    rendered: Vec<u8>,
+}
+
+/// In a journal's lines in memory: a keyed hash left for whoever writes them (the journal's
+/// thread, mostly) to fill in, so a run's own thread does not spend its time hashing. JSON text
+/// never holds this byte raw. [`MARK_ARGS`] or [`MARK_SEAL`] follows.
+const MARK: u8 = 0;
+/// Then a `u32` (little-endian) length and that much canonical argument text: written as the
+/// hex of its keyed hash ([`Keyed::value_hash`]).
+const MARK_ARGS: u8 = b'A';
+/// Then the step's number (`u64`) and the length (`u32`) of the result text that ends just
+/// before [`SEAL_FIELD`]: written as the hex of its seal ([`Keyed::seal`]).
+const MARK_SEAL: u8 = b'S';
+/// What stands between a result's text and its seal.
+const SEAL_FIELD: &[u8] = b",\"seal\":\"";
+
+/// Appends `src` to `out` with every hash left in it ([`MARK`]) filled in.
+fn render(keyed: &Keyed, src: &[u8], out: &mut Vec<u8>) {
+    let mut rest = 0;
+    while let Some(at) = src[rest..].iter().position(|b| *b == MARK) {
+        let p = rest + at;
+        out.extend_from_slice(&src[rest..p]);
+        let word = |from: usize, n: usize| -> u64 {
+            let mut bytes = [0u8; 8];
+            bytes[..n].copy_from_slice(&src[from..from + n]);
+            u64::from_le_bytes(bytes)
+        };
+        match src.get(p + 1) {
+            Some(&MARK_ARGS) => {
+                let len = word(p + 2, 4) as usize;
+                let text = &src[p + 6..p + 6 + len];
+                out.extend_from_slice(&keyed.mac(|h| h.update(text)).0);
+                rest = p + 6 + len;
+            }
+            Some(&MARK_SEAL) => {
+                let (n, len) = (word(p + 2, 8), word(p + 10, 4) as usize);
+                let end = p - SEAL_FIELD.len();
+                out.extend_from_slice(&keyed.seal(n, &src[end - len..end]).0);
+                rest = p + 14;
+            }
+            // only this module writes the byte, always with one of the two
+            _ => unreachable!("a journal mark of an unknown kind"),
+        }
+    }
+    out.extend_from_slice(&src[rest..]);
 }
 
 /// Most bytes of lines kept in memory: beyond, the run writes them itself (the journal's
@@ -324,20 +372,22 @@ enum Reach {
 const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Writer {
-    fn open(file: File, unsynced_dir: Option<PathBuf>) -> Arc<Mutex<Writer>> {
+    fn open(file: File, unsynced_dir: Option<PathBuf>, keyed: Keyed) -> Arc<Mutex<Writer>> {
         let writer = Arc::new(Mutex::new(Writer {
             pending: Vec::new(),
             file: Arc::new(Mutex::new(file)),
             scratch: Vec::new(),
             canon: Vec::new(),
             unsynced_dir,
+            keyed: keyed.clone(),
+            rendered: Vec::new(),
         }));
         let weak = Arc::downgrade(&writer);
         // ends with the journal
         let _ = std::thread::Builder::new()
             .name("lmcp-journal".into())
             .spawn(move || {
-                let mut batch = Vec::new();
+                let (mut batch, mut out) = (Vec::new(), Vec::new());
                 loop {
                     std::thread::sleep(FLUSH_EVERY);
                     let Some(w) = weak.upgrade() else { return };
@@ -349,13 +399,17 @@ impl Writer {
                     let file = Arc::clone(&w.file);
                     let mut f = lock(&file);
                     drop(w);
+                    // the hashes are made here, off the run's thread
+                    render(&keyed, &batch, &mut out);
                     // a line that cannot be written now is an outcome left unknown, or an
                     // idempotent step run again on a resume: the careful side
-                    let _ = f.write_all(&batch);
+                    let _ = f.write_all(&out);
                     drop(f);
-                    batch.clear();
-                    if batch.capacity() > MAX_PENDING {
-                        batch = Vec::new();
+                    for buf in [&mut batch, &mut out] {
+                        buf.clear();
+                        if buf.capacity() > MAX_PENDING {
+                            *buf = Vec::new();
+                        }
                     }
                 }
             });
@@ -392,7 +446,9 @@ impl Writer {
         }
         let file = Arc::clone(&self.file);
         let mut f = lock(&file);
-        let written = f.write_all(&self.pending).and_then(|()| {
+        self.rendered.clear();
+        render(&self.keyed, &self.pending, &mut self.rendered);
+        let written = f.write_all(&self.rendered).and_then(|()| {
             if reach == Reach::Synced {
                 f.sync_data()?;
                 if let Some(dir) = self.unsynced_dir.take() {
@@ -402,8 +458,10 @@ impl Writer {
             Ok(())
         });
         self.pending.clear();
-        if self.pending.capacity() > MAX_PENDING {
-            self.pending = Vec::new();
+        for buf in [&mut self.pending, &mut self.rendered] {
+            if buf.capacity() > MAX_PENDING {
+                *buf = Vec::new();
+            }
         }
         written.map_err(|e| Error::io(path, e))
     }
@@ -413,7 +471,9 @@ impl Drop for Writer {
     /// Lines still in memory reach the file when the journal goes.
     fn drop(&mut self) {
         if !self.pending.is_empty() {
-            let _ = lock(&self.file).write_all(&self.pending);
+            let mut out = Vec::new();
+            render(&self.keyed, &self.pending, &mut out);
+            let _ = lock(&self.file).write_all(&out);
         }
     }
 }
@@ -545,7 +605,8 @@ impl Journal {
         let file = open_journal(&path, true)?;
         // nothing is synced until a step needs it: a power cut that loses the journal of a
         // run of idempotent steps only costs running them again
-        let file = Writer::open(file, Some(dir));
+        let keyed = Keyed::new(&journal_key(host)?);
+        let file = Writer::open(file, Some(dir), keyed.clone());
         let header = json!({"run": id, "program": program, "fingerprint": fingerprint, "started": store::timestamp()});
         lock(&file).line(&path, &header, Reach::Written)?;
         Ok(Journal {
@@ -557,7 +618,7 @@ impl Journal {
                 replay: Vec::new(),
             }),
             retry_unknown: false,
-            keyed: Keyed::new(&journal_key(host)?),
+            keyed,
             refused: Default::default(),
         })
     }
@@ -587,7 +648,8 @@ impl Journal {
         let file = open_journal(&log.path, false)?;
         // a line a kill or a full disk tore is ended, so the next one stands on its own
         let torn = std::fs::read(&log.path).is_ok_and(|t| !t.is_empty() && !t.ends_with(b"\n"));
-        let file = Writer::open(file, None);
+        let keyed = Keyed::new(&journal_key(host)?);
+        let file = Writer::open(file, None, keyed.clone());
         if torn {
             lock(&file).scratch.clear();
             let _ = lock(&file).commit(&log.path, Reach::Buffered);
@@ -606,7 +668,7 @@ impl Journal {
                 replay: log.steps,
             }),
             retry_unknown,
-            keyed: Keyed::new(&journal_key(host)?),
+            keyed,
             refused: Default::default(),
         })
     }
@@ -628,6 +690,27 @@ impl Journal {
             )));
         }
         let mut w = lock(&self.file);
+        {
+            let mut cursor = lock(&self.state);
+            let n = cursor.next;
+            if n as usize > cursor.replay.len() {
+                // past what a resume hands back: nothing here needs the hash, so it is left
+                // for the journal's thread to make
+                cursor.next += 1;
+                drop(cursor);
+                w.step_line(n, "tool");
+                let _ = serde_json::to_writer(&mut w.scratch, tool);
+                w.scratch.extend_from_slice(b",\"args\":\"");
+                w.scratch.extend_from_slice(&[MARK, MARK_ARGS, 0, 0, 0, 0]);
+                let at = w.scratch.len();
+                canonical(args, &mut w.scratch);
+                let len = u32::try_from(w.scratch.len() - at).unwrap_or(u32::MAX);
+                w.scratch[at - 4..at].copy_from_slice(&len.to_le_bytes());
+                w.scratch.extend_from_slice(b"\"}");
+                w.commit(&self.path, Self::start_reach(idempotent))?;
+                return Ok(Step::Run(n));
+            }
+        }
         let hash = self.keyed.value_hash(args, &mut w.canon);
         let step = self.decide(tool, &hash, idempotent);
         match step {
@@ -713,14 +796,18 @@ impl Journal {
         w.scratch.extend_from_slice(b",\"args\":\"");
         w.scratch.extend_from_slice(&hash.0);
         w.scratch.extend_from_slice(b"\"}");
-        w.commit(
-            &self.path,
-            if idempotent {
-                Reach::Buffered
-            } else {
-                Reach::Synced
-            },
-        )
+        w.commit(&self.path, Self::start_reach(idempotent))
+    }
+
+    /// How far a step's start line goes before the step runs: synced for a tool that is not
+    /// idempotent, so a step the process died in is known to be unknown; an idempotent one may
+    /// run again on a resume anyway, so it costs no sync.
+    fn start_reach(idempotent: bool) -> Reach {
+        if idempotent {
+            Reach::Buffered
+        } else {
+            Reach::Synced
+        }
     }
 
     /// Records step `n`'s outcome: its result (masked) or that it failed.
@@ -747,11 +834,12 @@ impl Journal {
                     w.scratch
                         .extend_from_slice(itoa::Buffer::new().format(size).as_bytes());
                 } else {
-                    // sealed under the install's key: a result changed in the file is not
-                    // handed back
-                    let seal = self.keyed.seal(n, &w.scratch[start..]);
-                    w.scratch.extend_from_slice(b",\"seal\":\"");
-                    w.scratch.extend_from_slice(&seal.0);
+                    // sealed under the install's key (by the journal's thread): a result
+                    // changed in the file is not handed back
+                    w.scratch.extend_from_slice(SEAL_FIELD);
+                    w.scratch.extend_from_slice(&[MARK, MARK_SEAL]);
+                    w.scratch.extend_from_slice(&n.to_le_bytes());
+                    w.scratch.extend_from_slice(&(size as u32).to_le_bytes());
                     w.scratch.push(b'"');
                 }
                 w.scratch.push(b'}');
@@ -1067,6 +1155,41 @@ mod tests {
             keyed.value_hash(&v, &mut Vec::new()),
             keyed.mac(|h| h.update(text.as_bytes()))
         );
+    }
+
+    #[test]
+    fn hashes_left_in_lines_are_filled_in_as_made_directly() {
+        let keyed = Keyed::new(&[5u8; 32]);
+        let args = json!({"b": 1, "a": "x\u{0}"});
+        let mut canon = Vec::new();
+        canonical(&args, &mut canon);
+        assert!(
+            !canon.contains(&MARK),
+            "JSON text never holds the mark byte"
+        );
+        let mut src = b"{\"step\":3,\"tool\":\"t\",\"args\":\"".to_vec();
+        src.extend([MARK, MARK_ARGS]);
+        src.extend((canon.len() as u32).to_le_bytes());
+        src.extend(&canon);
+        src.extend(b"\"}\n{\"step\":3,\"result\":");
+        let text = br#"{"n":1}"#;
+        src.extend(text);
+        src.extend(SEAL_FIELD);
+        src.extend([MARK, MARK_SEAL]);
+        src.extend(3u64.to_le_bytes());
+        src.extend((text.len() as u32).to_le_bytes());
+        src.extend(b"\"}\n");
+        let mut out = Vec::new();
+        render(&keyed, &src, &mut out);
+        let out = String::from_utf8(out).unwrap();
+        let want = format!(
+            "{{\"step\":3,\"tool\":\"t\",\"args\":\"{}\"}}\n{{\"step\":3,\"result\":{{\"n\":1}},\"seal\":\"{}\"}}\n",
+            keyed.value_hash(&args, &mut Vec::new()).as_str(),
+            keyed.seal(3, text).as_str()
+        );
+        assert_eq!(out, want);
+        let second = out.lines().nth(1).unwrap();
+        assert_eq!(result_text(second, 3), Some(r#"{"n":1}"#));
     }
 
     #[test]
