@@ -11,12 +11,10 @@
 //!   JSON array), and tool arguments whose schema says `array` turn `{}` into `[]`;
 //! - integers stay integers; NaN and infinities are refused; strings must be UTF-8.
 //!
-//! JSON → Lua is mlua's serde conversion: `null` becomes `json.null` and arrays get the array
-//! marker, so an empty array stays an array on the way back out.
+//! JSON → Lua follows mlua's serde conversion, made directly: `null` becomes `json.null` and
+//! arrays get the array marker, so an empty array stays an array on the way back out.
 
-use std::collections::HashSet;
-
-use mlua::{Lua, LuaSerdeExt, Table, Value};
+use mlua::{IntoLua, Lua, LuaSerdeExt, Table, Value};
 use serde_json::{Map, Number, Value as Json};
 
 /// Deepest nesting of tables accepted.
@@ -27,18 +25,18 @@ pub const MAX_NODES: usize = 1_000_000;
 pub const MAX_BYTES: usize = 64 << 20;
 
 struct Walker<'a> {
-    array_mt: &'a Table,
-    on_path: HashSet<usize>,
+    lua: &'a Lua,
+    /// The tables being walked, outermost first (at most [`MAX_DEPTH`]: a scan beats a hash).
+    on_path: Vec<usize>,
     nodes: usize,
     bytes: usize,
 }
 
 /// Converts a Lua value to JSON without running any metamethod.
 pub fn to_json(lua: &Lua, value: &Value) -> Result<Json, String> {
-    let array_mt = lua.array_metatable();
     let mut w = Walker {
-        array_mt: &array_mt,
-        on_path: HashSet::new(),
+        lua,
+        on_path: Vec::new(),
         nodes: 0,
         bytes: 0,
     };
@@ -100,9 +98,10 @@ impl Walker<'_> {
             ));
         }
         let id = t.to_pointer() as usize;
-        if !self.on_path.insert(id) {
+        if self.on_path.contains(&id) {
             return Err(format!("{} contains itself (a cycle)", at(pointer)));
         }
+        self.on_path.push(id);
         let mut entries: Vec<(Value, Value)> = Vec::new();
         t.for_each::<Value, Value>(|k, v| {
             entries.push((k, v));
@@ -112,7 +111,7 @@ impl Walker<'_> {
         let result = if entries.is_empty() {
             let is_array = t
                 .metatable()
-                .is_some_and(|mt| mt.to_pointer() == self.array_mt.to_pointer());
+                .is_some_and(|mt| mt.to_pointer() == self.lua.array_metatable().to_pointer());
             Ok(if is_array {
                 Json::Array(vec![])
             } else {
@@ -129,7 +128,7 @@ impl Walker<'_> {
                 at(pointer)
             ))
         };
-        self.on_path.remove(&id);
+        self.on_path.pop();
         result
     }
 
@@ -152,7 +151,8 @@ impl Walker<'_> {
                 ));
             }
             let len = pointer.len();
-            pointer.push_str(&format!("/{}", expected - 1));
+            pointer.push('/');
+            pointer.push_str(itoa::Buffer::new().format(expected - 1));
             out.push(self.value(v, pointer, depth + 1)?);
             pointer.truncate(len);
         }
@@ -183,7 +183,11 @@ impl Walker<'_> {
         for (key, v) in keyed {
             let len = pointer.len();
             pointer.push('/');
-            pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            if key.contains(['~', '/']) {
+                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            } else {
+                pointer.push_str(&key);
+            }
             let j = self.value(&v, pointer, depth + 1)?;
             pointer.truncate(len);
             map.insert(key, j);
@@ -192,9 +196,46 @@ impl Walker<'_> {
     }
 }
 
-/// Converts JSON to a Lua value: `null` is `json.null`, arrays carry the array marker.
+/// Deepest JSON turned into Lua tables (as mlua's serde conversion allows).
+const MAX_LUA_DEPTH: usize = 128;
+
+/// Converts JSON to a Lua value: `null` is `json.null`, arrays carry the array marker. Made
+/// directly (not through serde's data model): a tool's result is converted on every call.
 pub fn to_lua(lua: &Lua, value: &Json) -> mlua::Result<Value> {
-    lua.to_value(value)
+    to_lua_at(lua, &lua.array_metatable(), value, 0)
+}
+
+fn to_lua_at(lua: &Lua, array_mt: &Table, value: &Json, depth: usize) -> mlua::Result<Value> {
+    if depth > MAX_LUA_DEPTH {
+        return Err(mlua::Error::SerializeError(format!(
+            "JSON nested deeper than {MAX_LUA_DEPTH} levels"
+        )));
+    }
+    Ok(match value {
+        Json::Null => lua.null(),
+        Json::Bool(b) => Value::Boolean(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Integer(i),
+            (None, Some(u)) => u.into_lua(lua)?,
+            _ => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::String(lua.create_string(s)?),
+        Json::Array(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            t.set_metatable(Some(array_mt.clone()))?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, to_lua_at(lua, array_mt, item, depth + 1)?)?;
+            }
+            Value::Table(t)
+        }
+        Json::Object(map) => {
+            let t = lua.create_table_with_capacity(0, map.len())?;
+            for (k, v) in map {
+                t.raw_set(k.as_str(), to_lua_at(lua, array_mt, v, depth + 1)?)?;
+            }
+            Value::Table(t)
+        }
+    })
 }
 
 /// Turns `{}` into `[]` wherever the schema expects an array (Lua cannot tell an empty list from
@@ -302,6 +343,46 @@ mod tests {
         let original = json!({"a": [], "b": null, "c": [{"d": []}], "e": {}});
         let v = to_lua(&lua, &original).unwrap();
         assert_eq!(to_json(&lua, &v).unwrap(), original);
+    }
+
+    /// The direct conversion makes what mlua's serde conversion makes: the same values, the
+    /// same integer/float split, null and the array marker.
+    #[test]
+    fn json_to_lua_matches_mlua_serde() {
+        let lua = Lua::new();
+        let original = json!({"a": [1, -2, 2.5, u64::MAX, i64::MIN, 1e300], "b": null,
+            "c": [[], {}, [null]], "d": "é\u{0}x", "e": true, "f": {"g": {"h": [0.0, -0.0]}}});
+        let ours = to_lua(&lua, &original).unwrap();
+        let theirs = lua.to_value(&original).unwrap();
+        lua.globals().set("ours", ours.clone()).unwrap();
+        lua.globals().set("theirs", theirs).unwrap();
+        let same: bool = lua
+            .load(
+                r#"
+                local function same(x, y)
+                    if type(x) ~= type(y) then return false end
+                    if type(x) == "number" then return math.type(x) == math.type(y) and x == y end
+                    if type(x) ~= "table" then return x == y end
+                    if getmetatable(x) ~= getmetatable(y) then return false end
+                    for k, v in pairs(x) do if not same(v, y[k]) then return false end end
+                    for k in pairs(y) do if x[k] == nil then return false end end
+                    return true
+                end
+                return same(ours, theirs)"#,
+            )
+            .eval()
+            .unwrap();
+        assert!(same);
+        // u64::MAX does not fit a Lua integer: a float, for both
+        let back = to_json(&lua, &ours).unwrap();
+        assert_eq!(back["a"][3], json!(u64::MAX as f64));
+        assert_eq!(back["c"], original["c"]);
+        assert_eq!(back["f"], original["f"]);
+        let mut deep = json!(1);
+        for _ in 0..200 {
+            deep = json!([deep]);
+        }
+        assert!(to_lua(&lua, &deep).is_err(), "nesting is bounded");
     }
 
     #[test]
