@@ -704,8 +704,15 @@ impl Journal {
                 w.scratch.extend_from_slice(&[MARK, MARK_ARGS, 0, 0, 0, 0]);
                 let at = w.scratch.len();
                 canonical(args, &mut w.scratch);
-                let len = u32::try_from(w.scratch.len() - at).unwrap_or(u32::MAX);
-                w.scratch[at - 4..at].copy_from_slice(&len.to_le_bytes());
+                match u32::try_from(w.scratch.len() - at) {
+                    Ok(len) => w.scratch[at - 4..at].copy_from_slice(&len.to_le_bytes()),
+                    // past what a mark can say (4 GiB): hashed here
+                    Err(_) => {
+                        let mac = self.keyed.mac(|h| h.update(&w.scratch[at..]));
+                        w.scratch.truncate(at - 6);
+                        w.scratch.extend_from_slice(&mac.0);
+                    }
+                }
                 w.scratch.extend_from_slice(b"\"}");
                 w.commit(&self.path, Self::start_reach(idempotent))?;
                 return Ok(Step::Run(n));
