@@ -304,6 +304,9 @@ struct Writer {
     keyed: Keyed,
     /// Where lines with hashes left to fill are laid out before they are written (kept).
     rendered: Vec<u8>,
+    /// A write failed (a full disk, say): the lines after it would stand after a gap, so no
+    /// more are taken, and the steps that would make them do not run.
+    broken: Option<String>,
 }
 
 /// In a journal's lines in memory: a keyed hash left for whoever writes them (the journal's
@@ -381,6 +384,7 @@ impl Writer {
             unsynced_dir,
             keyed: keyed.clone(),
             rendered: Vec::new(),
+            broken: None,
         }));
         let weak = Arc::downgrade(&writer);
         // ends with the journal
@@ -390,8 +394,8 @@ impl Writer {
                 let (mut batch, mut out) = (Vec::new(), Vec::new());
                 loop {
                     std::thread::sleep(FLUSH_EVERY);
-                    let Some(w) = weak.upgrade() else { return };
-                    let mut w = lock(&w);
+                    let Some(writer) = weak.upgrade() else { return };
+                    let mut w = lock(&writer);
                     if w.pending.is_empty() {
                         continue;
                     }
@@ -401,9 +405,12 @@ impl Writer {
                     drop(w);
                     // the hashes are made here, off the run's thread
                     render(&keyed, &batch, &mut out);
-                    // a line that cannot be written now is an outcome left unknown, or an
-                    // idempotent step run again on a resume: the careful side
-                    let _ = f.write_all(&out);
+                    // lines that cannot be written are outcomes left unknown, or idempotent
+                    // steps run again on a resume: the careful side; but nothing may follow
+                    // them, or a resume would read past a gap
+                    if let Err(e) = f.write_all(&out) {
+                        lock(&writer).broken = Some(e.to_string());
+                    }
                     drop(f);
                     for buf in [&mut batch, &mut out] {
                         buf.clear();
@@ -436,6 +443,12 @@ impl Writer {
 
     /// Appends the line in `scratch`, taken as far as `reach` (with every line before it).
     fn commit(&mut self, path: &Path, reach: Reach) -> Result<()> {
+        if let Some(e) = &self.broken {
+            return Err(Error::io(
+                path,
+                std::io::Error::other(format!("the run's journal could not be written: {e}")),
+            ));
+        }
         self.scratch.push(b'\n');
         self.pending.extend_from_slice(&self.scratch);
         if self.scratch.capacity() > KEEP_SCRATCH {
@@ -463,6 +476,9 @@ impl Writer {
                 *buf = Vec::new();
             }
         }
+        if let Err(e) = &written {
+            self.broken = Some(e.to_string());
+        }
         written.map_err(|e| Error::io(path, e))
     }
 }
@@ -470,7 +486,7 @@ impl Writer {
 impl Drop for Writer {
     /// Lines still in memory reach the file when the journal goes.
     fn drop(&mut self) {
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() && self.broken.is_none() {
             let mut out = Vec::new();
             render(&self.keyed, &self.pending, &mut out);
             let _ = lock(&self.file).write_all(&out);
@@ -632,7 +648,11 @@ impl Journal {
         fingerprint: &str,
         retry_unknown: bool,
     ) -> Result<Journal> {
-        let log = RunLog::read(host, id)?;
+        // the lock first, then the read: a run that ends (or another resume that goes on)
+        // between a read and the lock would leave this resume an old copy of its steps
+        let path = journal_path(host, id)?;
+        let file = open_journal(&path, false)?;
+        let log = RunLog::read_path(&path)?;
         if log.program != program {
             return Err(Error::Refused(format!(
                 "run {id} ran `{}`, not `{program}`; `lmcp runs` lists the runs",
@@ -645,7 +665,6 @@ impl Journal {
                  anew (without --resume)"
             )));
         }
-        let file = open_journal(&log.path, false)?;
         // a line a kill or a full disk tore is ended, so the next one stands on its own
         let torn = std::fs::read(&log.path).is_ok_and(|t| !t.is_empty() && !t.ends_with(b"\n"));
         let keyed = Keyed::new(&journal_key(host)?);
@@ -879,6 +898,31 @@ impl Journal {
     }
 }
 
+/// Where run `id`'s journal is; refused for an id that names no run.
+fn journal_path(host: &Host, id: &str) -> Result<PathBuf> {
+    let ok = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    let path = runs_dir(host).join(format!("{id}.jsonl"));
+    if !ok || !path.is_file() {
+        return Err(Error::Refused(format!(
+            "there is no run `{id}`; `lmcp runs` lists the runs"
+        )));
+    }
+    Ok(path)
+}
+
+/// A journal whose lines skip a step (a write lost in between): what follows cannot be matched
+/// to what ran, so the run is not resumed.
+fn gap(path: &Path, missing: usize) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "the line of state-changing call {missing} is missing (a write to the journal failed \
+             or was damaged), so the steps after it cannot be trusted; run the program anew \
+             (without --resume)"
+        ),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -914,14 +958,7 @@ pub struct RunLog {
 impl RunLog {
     /// Reads run `id`'s journal; a torn last line (a kill mid-write) is ignored.
     pub fn read(host: &Host, id: &str) -> Result<RunLog> {
-        let ok = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-        let path = runs_dir(host).join(format!("{id}.jsonl"));
-        if !ok || !path.is_file() {
-            return Err(Error::Refused(format!(
-                "there is no run `{id}`; `lmcp runs` lists the runs"
-            )));
-        }
-        RunLog::read_path(&path)
+        RunLog::read_path(&journal_path(host, id)?)
     }
 
     fn read_path(path: &Path) -> Result<RunLog> {
@@ -933,7 +970,9 @@ impl RunLog {
                 message: "not a run journal (not a regular file, or over 64 MiB)".into(),
             });
         }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        // bytes, then text: a last line torn inside a character must not hide the run
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text = String::from_utf8_lossy(&bytes);
         let mut lines = text
             .lines()
             .filter_map(|line| Some((serde_json::from_str::<Value>(line).ok()?, line)));
@@ -979,7 +1018,12 @@ impl RunLog {
                     log.steps[i] = step;
                 } else if i == log.steps.len() {
                     log.steps.push(step);
+                } else {
+                    return Err(gap(path, log.steps.len() + 1));
                 }
+            } else if i >= log.steps.len() {
+                // an outcome whose start line is not there
+                return Err(gap(path, n as usize));
             } else if let Some(step) = log.steps.get_mut(i) {
                 step.outcome = if let Some(v) = l.get("result") {
                     step.seal = l["seal"].as_str().map(str::to_string);
@@ -1044,6 +1088,77 @@ impl RunLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn journal(dir: &Path, lines: &[&str], tail: &[u8]) -> PathBuf {
+        let path = dir.join("r1.jsonl");
+        let mut text = lines.join("\n").into_bytes();
+        text.push(b'\n');
+        text.extend_from_slice(tail);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const HEAD: &str = r#"{"run":"r1","program":"p","fingerprint":"f","started":"t"}"#;
+
+    /// A journal that skips a step (its line lost to a failed write) is not resumed: the steps
+    /// after the gap would be matched to the wrong calls, and done ones run again.
+    #[test]
+    fn a_journal_with_a_missing_step_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = |n: u32| format!(r#"{{"step":{n},"tool":"t","args":"a"}}"#);
+        let gap = journal(dir.path(), &[HEAD, &start(1), &start(3)], b"");
+        let e = RunLog::read_path(&gap).unwrap_err().to_string();
+        assert!(e.contains("call 2 is missing"), "{e}");
+        let orphan = journal(
+            dir.path(),
+            &[HEAD, &start(1), r#"{"step":2,"result":1}"#],
+            b"",
+        );
+        let e = RunLog::read_path(&orphan).unwrap_err().to_string();
+        assert!(e.contains("call 2 is missing"), "{e}");
+        let fine = journal(dir.path(), &[HEAD, &start(1), &start(2), &start(1)], b"");
+        assert_eq!(RunLog::read_path(&fine).unwrap().steps.len(), 2);
+    }
+
+    /// A last line torn inside a character (a full disk) is skipped, not the whole journal.
+    #[test]
+    fn a_line_torn_inside_a_character_hides_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = r#"{"step":1,"tool":"t","args":"a"}"#;
+        let path = journal(
+            dir.path(),
+            &[HEAD, start],
+            "{\"step\":1,\"result\":\"é"
+                .as_bytes()
+                .split_last()
+                .unwrap()
+                .1,
+        );
+        let log = RunLog::read_path(&path).unwrap();
+        assert_eq!(log.steps.len(), 1);
+        assert!(
+            log.steps[0].outcome.is_none(),
+            "the torn outcome is unknown"
+        );
+    }
+
+    /// After a write fails, the journal takes no more lines: the steps that would make them do
+    /// not run, so no line ever stands after a gap.
+    #[test]
+    fn after_a_failed_write_no_line_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(&path, "").unwrap();
+        // a handle that cannot write stands for a full disk
+        let file = File::open(&path).unwrap();
+        let writer = Writer::open(file, None, Keyed::new(&[1u8; 32]));
+        let mut w = lock(&writer);
+        w.scratch.extend_from_slice(b"{}");
+        assert!(w.commit(&path, Reach::Written).is_err());
+        w.scratch.extend_from_slice(b"{}");
+        let e = w.commit(&path, Reach::Buffered).unwrap_err().to_string();
+        assert!(e.contains("could not be written"), "{e}");
+    }
 
     #[test]
     fn old_journals_are_pruned_ended_ones_first() {
