@@ -298,10 +298,9 @@ async fn disabled_skills_cannot_be_called() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn secrets_never_appear_anywhere() {
+/// A host with the `demo` skill installed and its secret `api_key` set to `secret`.
+async fn demo_with_secret(secret: &str) -> TestHost {
     let t = TestHost::new();
-    let secret = "sk-TOP-SECRET-4242";
     ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
     ok(
         &t,
@@ -309,6 +308,13 @@ async fn secrets_never_appear_anywhere() {
         json!({"name": "demo", "values": {"greeting": "Hi", "api_key": secret}}),
     )
     .await;
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_appear_anywhere() {
+    let secret = "sk-TOP-SECRET-4242";
+    let t = demo_with_secret(secret).await;
     // the script can use it
     let r = ok(
         &t,
@@ -634,15 +640,8 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_scripts_never_get_the_secrets_set_for_the_old_ones() {
-    let t = TestHost::new();
     let secret = "sk-TOP-SECRET-4242";
-    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
-    ok(
-        &t,
-        "skill_config",
-        json!({"name": "demo", "values": {"greeting": "Hi", "api_key": secret}}),
-    )
-    .await;
+    let t = demo_with_secret(secret).await;
     let has_key = |r: &Value| r["result"]["has_key"] == json!(true);
     let hello = json!({"skill": "demo", "script": "hello", "params": {"who": "x"}});
     // the same scripts again (a reinstall): the secret stays

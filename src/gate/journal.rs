@@ -441,6 +441,14 @@ impl Writer {
         self.scratch.extend_from_slice(b"\":");
     }
 
+    /// Starts step `n`'s start line in `scratch`, up to its argument hash:
+    /// `{"step":N,"tool":TOOL,"args":"`.
+    fn start_line(&mut self, n: u64, tool: &str) {
+        self.step_line(n, "tool");
+        let _ = serde_json::to_writer(&mut self.scratch, tool);
+        self.scratch.extend_from_slice(b",\"args\":\"");
+    }
+
     /// Appends the line in `scratch`, taken as far as `reach` (with every line before it).
     fn commit(&mut self, path: &Path, reach: Reach) -> Result<()> {
         if let Some(e) = &self.broken {
@@ -717,9 +725,7 @@ impl Journal {
                 // for the journal's thread to make
                 cursor.next += 1;
                 drop(cursor);
-                w.step_line(n, "tool");
-                let _ = serde_json::to_writer(&mut w.scratch, tool);
-                w.scratch.extend_from_slice(b",\"args\":\"");
+                w.start_line(n, tool);
                 w.scratch.extend_from_slice(&[MARK, MARK_ARGS, 0, 0, 0, 0]);
                 let at = w.scratch.len();
                 canonical(args, &mut w.scratch);
@@ -817,9 +823,7 @@ impl Journal {
         hash: &Mac,
         idempotent: bool,
     ) -> Result<()> {
-        w.step_line(n, "tool");
-        let _ = serde_json::to_writer(&mut w.scratch, tool);
-        w.scratch.extend_from_slice(b",\"args\":\"");
+        w.start_line(n, tool);
         w.scratch.extend_from_slice(&hash.0);
         w.scratch.extend_from_slice(b"\"}");
         w.commit(&self.path, Self::start_reach(idempotent))
