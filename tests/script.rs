@@ -10,6 +10,9 @@ use lmcp::ConfirmMode;
 use serde_json::{Value, json};
 
 const SHORT: Duration = Duration::from_millis(400);
+/// The deadline for scripts that recurse until a limit stops them: long enough that a loaded
+/// machine reaches the limit (what these tests check) before the deadline.
+const DEEP: Duration = Duration::from_secs(10);
 
 async fn eval(t: &TestHost, src: &str) -> Value {
     match run_lua(
@@ -310,7 +313,7 @@ async fn memory_and_recursion_limits() {
     let e = fails(
         &t,
         "local function f() return 1 + f() end return f()",
-        SHORT,
+        DEEP,
     )
     .await
     .to_string();
@@ -321,7 +324,7 @@ async fn memory_and_recursion_limits() {
     let e = fails(
         &t,
         "local t = setmetatable({}, {__index = function(t, k) return t[k] end}) return t.x",
-        SHORT,
+        DEEP,
     )
     .await
     .to_string();
