@@ -310,13 +310,9 @@ async fn memory_and_recursion_limits() {
     )
     .await;
     assert!(matches!(e.class(), "timeout" | "limit"), "{e}");
-    let e = fails(
-        &t,
-        "local function f() return 1 + f() end return f()",
-        DEEP,
-    )
-    .await
-    .to_string();
+    let e = fails(&t, "local function f() return 1 + f() end return f()", DEEP)
+        .await
+        .to_string();
     assert!(
         e.contains("stack overflow") || e.contains("out of memory (raise"),
         "{e}"
