@@ -495,18 +495,17 @@ local tools = raw_setmetatable({}, {
     if not api.tool_exists(name) then
       raw_error(api.unknown_tool(name), 2)
     end
-    -- one Lua call per tool call (every call runs the sandbox's hook)
+    -- one Lua call per tool call (every call runs the sandbox's hook): `call` takes nil for
+    -- no arguments, and refuses what is not a table with a message, raised here so that it
+    -- names the script's line
     local call = api.call
     f = function(args)
-      if args == nil then
-        args = {}
-      end
-      if raw_type(args) ~= "table" then
-        raw_error("tools." .. name .. " expects a table of arguments, got " .. raw_type(args), 2)
-      end
       local ok, result = call(name, args)
       if ok then
         return result
+      end
+      if raw_type(result) == "string" then
+        raw_error(result, 2)
       end
       raw_error(raw_setmetatable(result, tool_error_mt), 2)
     end

@@ -236,30 +236,35 @@ impl Config {
     /// for the tool's name decides; else the rule for its effect (built-in defaults: read and
     /// write allow, send ask) and, for a destructive tool, the `destructive` rule (default ask):
     /// the stricter of the two.
-    pub fn grant_for(&self, tool: &str, effect: Effect, destructive: bool) -> (Grant, String) {
-        let key = effect.as_str();
-        let by_effect = self.grants.get(key).copied().unwrap_or(match effect {
-            Effect::Read | Effect::Write => Grant::Allow,
-            Effect::Send => Grant::Ask,
-        });
-        let by_effect = (by_effect, format!("grant for {key} tools"));
+    pub fn grant_for<'a>(
+        &self,
+        tool: &'a str,
+        effect: Effect,
+        destructive: bool,
+    ) -> (Grant, GrantSource<'a>) {
+        let by_effect = self
+            .grants
+            .get(effect.as_str())
+            .copied()
+            .unwrap_or(match effect {
+                Effect::Read | Effect::Write => Grant::Allow,
+                Effect::Send => Grant::Ask,
+            });
+        let by_effect = (by_effect, GrantSource::Effect(effect));
         let by_destructive = destructive.then(|| {
             (
                 self.grants
                     .get(DESTRUCTIVE_KEY)
                     .copied()
                     .unwrap_or(Grant::Ask),
-                "grant for destructive tools".to_string(),
+                GrantSource::Destructive,
             )
         });
-        let by_tool = self
-            .grants
-            .get(tool)
-            .map(|g| (*g, format!("grant for `{tool}`")));
+        let by_tool = self.grants.get(tool).map(|g| (*g, GrantSource::Tool(tool)));
         // A deny at any level wins over everything.
-        for rule in [&by_tool, &Some(by_effect.clone()), &by_destructive] {
+        for rule in [by_tool, Some(by_effect), by_destructive] {
             if let Some((Grant::Deny, source)) = rule {
-                return (Grant::Deny, source.clone());
+                return (Grant::Deny, source);
             }
         }
         // Otherwise a rule for the tool's name decides; else the stricter of its effect's and,
@@ -268,10 +273,37 @@ impl Config {
             return rule;
         }
         match by_destructive {
-            Some(d) if d.0 > by_effect.0 => d,
-            Some(d) if d.0 == by_effect.0 => d,
+            Some(d) if d.0 >= by_effect.0 => d,
             _ => by_effect,
         }
+    }
+}
+
+/// Which rule gave a tool its grant, said as "grant for `NAME`", "grant for write tools" or
+/// "grant for destructive tools". Made as words only when shown: the gate asks on every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantSource<'a> {
+    /// The rule for the tool's own name.
+    Tool(&'a str),
+    /// The rule (or the default) for the tool's effect.
+    Effect(Effect),
+    /// The rule (or the default) for destructive tools.
+    Destructive,
+}
+
+impl std::fmt::Display for GrantSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GrantSource::Tool(name) => write!(f, "grant for `{name}`"),
+            GrantSource::Effect(effect) => write!(f, "grant for {} tools", effect.as_str()),
+            GrantSource::Destructive => f.write_str("grant for destructive tools"),
+        }
+    }
+}
+
+impl Serialize for GrantSource<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -437,12 +469,13 @@ mod tests {
         c.grants.insert("w".into(), Grant::Allow);
         let (g, why) = c.grant_for("w", Effect::Write, true);
         assert_eq!(g, Grant::Allow);
-        assert!(why.contains("`w`"));
+        assert_eq!(why.to_string(), "grant for `w`");
+        assert_eq!(serde_json::json!(why), serde_json::json!("grant for `w`"));
         // but a deny at the effect or destructive level beats a tool's allow
         c.grants.insert("write".into(), Grant::Deny);
         let (g, why) = c.grant_for("w", Effect::Write, true);
         assert_eq!(g, Grant::Deny);
-        assert!(why.contains("write tools"), "{why}");
+        assert_eq!(why.to_string(), "grant for write tools");
         c.grants.insert("write".into(), Grant::Allow);
         c.grants.insert(DESTRUCTIVE_KEY.into(), Grant::Deny);
         assert_eq!(c.grant_for("w", Effect::Write, true).0, Grant::Deny);

@@ -20,13 +20,13 @@ use crate::registry::{Availability, Profile, Registry, Tool, Transport};
 use crate::store::{self, Paths};
 use crate::tools;
 
-/// The built-in tools and the libraries' authoring tools, registered: what every host starts
-/// with. It touches no files, so it can be made while something else happens.
+/// The built-in tools and the libraries' authoring tools: what every host starts with,
+/// registered on first need (see [`Registry::with_builtins`]).
 pub fn builtin_registry() -> Result<Registry> {
-    let registry = Registry::new();
-    tools::register_builtins(&registry)?;
-    crate::library::register_tools(&registry)?;
-    Ok(registry)
+    Ok(Registry::with_builtins(|registry| {
+        tools::register_builtins(registry)?;
+        crate::library::register_tools(registry)
+    }))
 }
 
 /// Settings for [`Host::open_with`].
@@ -104,8 +104,8 @@ impl Host {
         Host::open_prepared(paths, options, builtin_registry()?)
     }
 
-    /// Opens the host on a registry [`builtin_registry`] made (the binary makes it on another
-    /// thread while it parses its arguments).
+    /// Opens the host on a registry [`builtin_registry`] made (its built-in tools are
+    /// registered on first need).
     pub fn open_prepared(
         paths: Paths,
         options: HostOptions,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -522,6 +522,8 @@ pub struct Registry {
     changes: tokio::sync::watch::Sender<u64>,
     /// The saved programs, registered when first needed (see [`Registry::defer`]).
     deferred: Deferred,
+    /// The built-in tools, registered when first needed (see [`Registry::with_builtins`]).
+    builtins: Builtins,
 }
 
 impl Default for Registry {
@@ -530,8 +532,21 @@ impl Default for Registry {
             tools: RwLock::default(),
             changes: tokio::sync::watch::Sender::new(0),
             deferred: Deferred::default(),
+            builtins: Builtins::default(),
         }
     }
+}
+
+/// What registers a registry's built-in tools.
+pub type MakeBuiltins = fn(&Registry) -> Result<()>;
+
+/// How a registry makes its built-in tools: once, on the first look-up, listing or
+/// registration. A one-line script that calls no tool never builds a tool's schema, and the
+/// one that calls `calculate` pays for the built-ins once, like any first use.
+#[derive(Default)]
+struct Builtins {
+    make: Mutex<Option<MakeBuiltins>>,
+    done: std::sync::atomic::AtomicBool,
 }
 
 /// Work that registers more tools, run the first time a name is missed or the whole list is
@@ -611,6 +626,48 @@ impl Registry {
         Registry::default()
     }
 
+    /// A registry whose built-in tools `make` registers on first need: the first look-up,
+    /// listing or registration, on whichever thread comes first (the others wait).
+    pub fn with_builtins(make: MakeBuiltins) -> Registry {
+        let registry = Registry::default();
+        *registry
+            .builtins
+            .make
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(make);
+        registry
+    }
+
+    /// Registers the built-in tools now if they are not yet (a server does so before its
+    /// first client can subscribe to changes: their arrival is not a change to announce).
+    pub fn load_builtins(&self) {
+        self.ensure_builtins();
+    }
+
+    /// Registers the built-in tools now if they are not yet. `make` may only register
+    /// built-ins: a look-up from inside it would wait for itself.
+    fn ensure_builtins(&self) {
+        use std::sync::atomic::Ordering;
+        if self.builtins.done.load(Ordering::Acquire) {
+            return;
+        }
+        let mut make = self.builtins.make.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(make) = make.take() {
+            // The built-ins are this program's own definitions, each checked in full by a
+            // test: failing to register one is a bug, not a condition to handle.
+            if let Err(e) = make(self) {
+                panic!("the built-in tools could not be registered: {e}");
+            }
+        }
+        self.builtins.done.store(true, Ordering::Release);
+    }
+
+    /// Both kinds of tools registered on first need, built-ins first.
+    fn ensure_all(&self) {
+        self.ensure_builtins();
+        self.deferred.ensure();
+    }
+
     /// Defers `work` that registers more tools (the saved programs) until a look-up misses or
     /// the whole list is read, whichever comes first; it runs once. Look-ups from inside the
     /// work see what is registered so far; other threads wait for it to finish.
@@ -628,11 +685,13 @@ impl Registry {
 
     /// Runs the deferred work now if it has not run (a server lists its tools at once anyway).
     pub fn load_deferred(&self) {
-        self.deferred.ensure();
+        self.ensure_all();
     }
 
     /// Adds a tool after checking its name and schemas fully. Fails if the name is taken.
     pub fn register(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
+        // a name taken by a built-in must be seen as taken
+        self.ensure_builtins();
         let tool = Self::build(spec, handler)?;
         tool.check()?;
         self.insert(tool)
@@ -686,7 +745,7 @@ impl Registry {
 
     fn replace(&self, tool: Tool) {
         // the deferred programs first, so they never land over this newer one
-        self.deferred.ensure();
+        self.ensure_all();
         self.tools
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -710,7 +769,7 @@ impl Registry {
 
     /// Removes a tool; returns whether it was there.
     pub fn unregister(&self, name: &str) -> bool {
-        self.deferred.ensure();
+        self.ensure_all();
         let removed = self
             .tools
             .write()
@@ -751,6 +810,7 @@ impl Registry {
 
     /// The tool of that name.
     pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
+        self.ensure_builtins();
         let found = self
             .tools
             .read()
@@ -775,7 +835,7 @@ impl Registry {
 
     /// Every tool, sorted by name.
     pub fn all(&self) -> Vec<Arc<Tool>> {
-        self.deferred.ensure();
+        self.ensure_all();
         self.tools
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -790,7 +850,7 @@ impl Registry {
         if name.len() > 128 {
             return Vec::new();
         }
-        self.deferred.ensure();
+        self.ensure_all();
         let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
         let mut scored: Vec<(f64, &String)> = tools
             .keys()
@@ -851,6 +911,46 @@ mod tests {
 
     fn noop() -> Handler {
         sync_handler(|_| Ok(Value::Null))
+    }
+
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn two_builtins(r: &Registry) -> Result<()> {
+        MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        r.register_builtin(spec("first"), noop())?;
+        r.register_builtin(spec("second"), noop())
+    }
+
+    /// Built-ins are made once, on first need, whichever way the registry is first asked;
+    /// before that nothing is built, and every thread asking at once sees them whole.
+    #[test]
+    fn builtins_are_made_once_on_first_need() {
+        let count = || MADE.load(std::sync::atomic::Ordering::SeqCst);
+        let before = count();
+        let r = Arc::new(Registry::with_builtins(two_builtins));
+        assert!(
+            r.tools.read().unwrap().is_empty(),
+            "nothing is built up front"
+        );
+        assert_eq!(count(), before);
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let r = Arc::clone(&r);
+                std::thread::spawn(move || r.get("second").is_some())
+            })
+            .collect();
+        assert!(threads.into_iter().all(|t| t.join().unwrap()));
+        assert_eq!(count(), before + 1, "made once");
+        assert_eq!(r.all().len(), 2);
+        // a name a built-in holds is taken even when nothing looked it up first
+        let fresh = Registry::with_builtins(two_builtins);
+        assert!(fresh.register(spec("first"), noop()).is_err());
+        assert!(
+            Registry::with_builtins(two_builtins)
+                .closest("secnd")
+                .contains(&"second".to_string())
+        );
+        assert_eq!(Registry::with_builtins(two_builtins).all().len(), 2);
     }
 
     /// A registry with `builtin` registered and deferred work that registers `saved` (after

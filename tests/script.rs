@@ -397,7 +397,34 @@ async fn the_tools_table_cannot_be_tampered_with() {
     let e = fails(&t, "return tools.calculate('1+1')", SHORT)
         .await
         .to_string();
-    assert!(e.contains("expects a table of arguments"), "{e}");
+    assert!(
+        e.contains("tools.calculate expects a table of arguments, got string"),
+        "{e}"
+    );
+    // raised at the script's line, as a plain message
+    for (arg, what) in [
+        ("2", "number"),
+        ("true", "boolean"),
+        ("json.null", "userdata"),
+        ("print", "function"),
+    ] {
+        let src = format!(
+            "local ok, e = pcall(function()\n  local r = tools.calculate({arg})\n  return r\nend)\nreturn e"
+        );
+        let e = eval(&t, &src).await;
+        let e = e.as_str().unwrap_or_default();
+        assert!(
+            e.ends_with(&format!(
+                ":2: tools.calculate expects a table of arguments, got {what}"
+            )),
+            "{e}"
+        );
+    }
+    // no arguments at all are an empty table: the schema names what is missing
+    let e = fails(&t, "return tools.calculate()", SHORT)
+        .await
+        .to_string();
+    assert!(e.contains("expression"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,58 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// The command line of `lmcp run` or `lmcp call`, parsed without building the whole
+    /// command-line definition: building it (every subcommand, every help text) was a third of
+    /// a one-line `lmcp run`'s time. `None` when the line is anything else, or anything
+    /// `HotCli` cannot take whole (help, a version flag, a mistake): the full definition then
+    /// parses it, so every message and every help text comes from one place.
+    pub fn parse_hot<I, T>(args: I) -> Option<Cli>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        // the first word that is not the global flag names the subcommand
+        let first = args.iter().skip(1).find(|a| *a != "--json")?;
+        if first != "run" && first != "call" {
+            return None;
+        }
+        let hot = HotCli::try_parse_from(args).ok()?;
+        Some(Cli {
+            json: hot.json,
+            command: Some(match hot.command {
+                HotCommand::Run(a) => Command::Run(a),
+                HotCommand::Call(a) => Command::Call(a),
+            }),
+        })
+    }
+}
+
+/// The two subcommands scripts call most, alone: the same argument structs as [`Command`]'s,
+/// so a line either parses to what the full definition makes of it or falls back to that
+/// definition (the tests below compare the two).
+#[derive(Debug, Parser)]
+#[command(
+    name = "lmcp",
+    disable_help_flag = true,
+    disable_help_subcommand = true
+)]
+struct HotCli {
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: HotCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum HotCommand {
+    #[command(disable_help_flag = true)]
+    Run(RunArgs),
+    #[command(disable_help_flag = true)]
+    Call(CallArgs),
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -380,11 +432,15 @@ pub enum Switch {
 /// Parses the command line and runs it; the process exit code.
 pub fn main() -> ExitCode {
     use clap::FromArgMatches;
-    // the tools are registered on another core while the arguments are parsed
-    let registry = Preparing::start();
-    let parsed = super::docs::definition()
-        .try_get_matches()
-        .and_then(|m| Cli::from_arg_matches(&m));
+    // the first Lua state is made on the other core while this one parses the arguments and
+    // opens the host
+    crate::script::ahead::start();
+    let parsed = match Cli::parse_hot(std::env::args_os()) {
+        Some(cli) => Ok(cli),
+        None => super::docs::definition()
+            .try_get_matches()
+            .and_then(|m| Cli::from_arg_matches(&m)),
+    };
     let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
@@ -407,7 +463,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = runtime.block_on(run(cli, registry));
+    if matches!(cli.command, Some(Command::Run(_))) {
+        // the script runs on a blocking thread: it starts now, while the host opens, rather
+        // than when the script is ready (tokio keeps an idle blocking thread for the next task)
+        drop(runtime.spawn_blocking(|| ()));
+    }
+    let result = runtime.block_on(run(cli));
     // Blocking work a timeout or cancellation gave up on (a check no await can interrupt)
     // must not keep the process alive: the command is over.
     runtime.shutdown_background();
@@ -425,41 +486,8 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The built-in registry being made on another core while the arguments are parsed; once it
-/// is handed over, that core makes the first Lua state ahead ([`crate::script::ahead`]).
-struct Preparing {
-    registry: std::sync::mpsc::Receiver<Result<crate::registry::Registry>>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Preparing {
-    fn start() -> Preparing {
-        crate::script::ahead::expect();
-        let (send, registry) = std::sync::mpsc::sync_channel(1);
-        let thread = std::thread::spawn(move || {
-            let _ = send.send(crate::host::builtin_registry());
-            crate::script::ahead::make();
-        });
-        Preparing { registry, thread }
-    }
-
-    /// The registry, once made; a panic while making it goes on in this thread.
-    fn registry(self) -> Result<crate::registry::Registry> {
-        match self.registry.recv() {
-            Ok(made) => made,
-            Err(_) => match self.thread.join() {
-                Err(panic) => std::panic::resume_unwind(panic),
-                Ok(()) => Err(Error::Usage(
-                    "the tool registry could not be made: its thread stopped".into(),
-                )),
-            },
-        }
-    }
-}
-
-/// Runs a parsed command on the registry being made; the exit code. For the binary only: it
-/// ends the process after.
-async fn run(cli: Cli, registry: Preparing) -> Result<u8> {
+/// Runs a parsed command; the exit code. For the binary only: it ends the process after.
+async fn run(cli: Cli) -> Result<u8> {
     // Generated text about lmcp itself needs no host (and creates no folders).
     match &cli.command {
         Some(Command::Completions { shell }) => {
@@ -470,7 +498,7 @@ async fn run(cli: Cli, registry: Preparing) -> Result<u8> {
         _ => {}
     }
     let paths = Paths::discover()?;
-    let registry = registry.registry()?;
+    let registry = crate::host::builtin_registry()?;
     // over HTTP the callers are not on this machine's side of the files
     let options = crate::HostOptions {
         transport: match &cli.command {
@@ -628,5 +656,78 @@ mod tests {
     fn cli_definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+        HotCli::command().debug_assert();
+    }
+
+    /// The hot path parses `run` and `call` lines to exactly what the full definition makes of
+    /// them, and leaves everything else (help, versions, mistakes, other subcommands) to it.
+    #[test]
+    fn hot_lines_parse_as_the_full_definition_parses_them() {
+        use clap::FromArgMatches;
+        let full = |line: &[&str]| {
+            super::super::docs::definition()
+                .try_get_matches_from(line)
+                .and_then(|m| Cli::from_arg_matches(&m))
+                .map(|c| format!("{c:?}"))
+        };
+        let taken = [
+            &["lmcp", "run", "x.lua"][..],
+            &["lmcp", "--json", "run", "x.lua"],
+            &["lmcp", "run", "x.lua", "--json"],
+            &["lmcp", "run", "-p", "a=1", "--param", "b=2", "-y", "x.json"],
+            &[
+                "lmcp",
+                "run",
+                "x.lua",
+                "--timeout",
+                "2.5",
+                "--plan-hash",
+                "abc",
+            ],
+            &["lmcp", "run", "x.json", "--resume", "r1", "--retry-unknown"],
+            &["lmcp", "run", "--", "--help"],
+            &["lmcp", "run", "-yp", "a=1", "x.lua"],
+            &["lmcp", "call", "calculate"],
+            &[
+                "lmcp",
+                "call",
+                "calculate",
+                "{\"expression\": \"6*7\"}",
+                "--yes",
+            ],
+            &["lmcp", "--json", "call", "echo", "-", "--timeout", "1"],
+            &["lmcp", "call", "echo", "@args.json", "-y", "--json"],
+        ];
+        for line in taken {
+            let hot = Cli::parse_hot(line.iter().copied())
+                .unwrap_or_else(|| panic!("{line:?} should take the hot path"));
+            assert_eq!(
+                Ok(format!("{hot:?}")),
+                full(line).map_err(|e| e.to_string()),
+                "{line:?}"
+            );
+        }
+        let left = [
+            &["lmcp"][..],
+            &["lmcp", "--help"],
+            &["lmcp", "--version"],
+            &["lmcp", "run", "--help"],
+            &["lmcp", "run", "-h"],
+            &["lmcp", "run", "--version"],
+            &["lmcp", "run", "-V"],
+            &["lmcp", "call", "--help"],
+            &["lmcp", "run"],
+            &["lmcp", "run", "x.lua", "--retry-unknown"],
+            &["lmcp", "run", "x.lua", "--timeout", "soon"],
+            &["lmcp", "run", "x.lua", "extra"],
+            &["lmcp", "call", "echo", "{}", "more"],
+            &["lmcp", "runs"],
+            &["lmcp", "tools"],
+            &["lmcp", "--json", "tools"],
+            &["lmcp", "help", "run"],
+        ];
+        for line in left {
+            assert!(Cli::parse_hot(line.iter().copied()).is_none(), "{line:?}");
+        }
     }
 }

@@ -327,6 +327,7 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
     };
     // one server for every session: a question asked through an input-required result is
     // answered by a retry that may arrive as a request of its own (the 2026-07-28 generation)
+    host.registry().load_builtins();
     let server = McpServer::new(Arc::clone(&host), profile);
     let service =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);

@@ -605,6 +605,7 @@ pub async fn serve(host: Arc<Host>, profile: Profile) -> Result<u8> {
     for w in host.take_warnings() {
         tracing_stderr(&w);
     }
+    host.registry().load_builtins();
     let watcher = tokio::spawn(watch_library(Arc::clone(&host), profile));
     let served = serve_session(host, profile).await;
     watcher.abort();

@@ -448,8 +448,12 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Validates arguments; at most [`MAX_PROBLEMS`] problems, each without the offending value.
 fn schema_problems(tool: &Tool, args: &Value) -> crate::error::Result<Vec<SchemaProblem>> {
-    Ok(tool
-        .validator()?
+    let validator = tool.validator()?;
+    // most calls are valid: a yes or no walks the arguments without building any error
+    if validator.is_valid(args) {
+        return Ok(Vec::new());
+    }
+    Ok(validator
         .iter_errors(args)
         .take(MAX_PROBLEMS)
         .map(|e| SchemaProblem {

@@ -383,6 +383,20 @@ pub mod ahead {
         SLOT.make(Fresh::make);
     }
 
+    /// Makes the first state on a thread of its own: [`expect`], then [`make`] there. A
+    /// process that never runs Lua never waits for it (the thread ends with the process).
+    pub fn start() {
+        expect();
+        if std::thread::Builder::new()
+            .name("lua-ahead".into())
+            .spawn(make)
+            .is_err()
+        {
+            // no thread to make it on: the run makes its own
+            SLOT.set(Slot::Empty);
+        }
+    }
+
     /// The state made ahead, waiting for it if it is on its way; `None` when there is none.
     pub(super) fn take() -> Option<Fresh> {
         SLOT.take()
@@ -882,7 +896,20 @@ fn call_tool(
     let fail = |code: &str, message: &str| -> mlua::Result<(bool, Value)> {
         Ok((false, Value::Table(error_table(lua, code, message, name)?)))
     };
-    let mut json = match convert::to_json(lua, args) {
+    let json = match args {
+        // `tools.NAME()`: no arguments
+        Value::Nil => Ok(Json::Object(Map::new())),
+        Value::Table(_) => convert::to_json(lua, args),
+        other => {
+            // a plain message: the prelude raises it at the script's line
+            let message = format!(
+                "tools.{name} expects a table of arguments, got {}",
+                lua_type_name(other)
+            );
+            return Ok((false, Value::String(lua.create_string(message)?)));
+        }
+    };
+    let mut json = match json {
         Ok(j) => j,
         Err(m) => {
             return fail(
@@ -922,6 +949,17 @@ fn call_tool(
             }
             Ok((false, Value::Table(t)))
         }
+    }
+}
+
+/// What Lua's `type` says of a value.
+fn lua_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Integer(_) | Value::Number(_) => "number",
+        Value::LightUserData(_) | Value::UserData(_) | Value::Error(_) | Value::Other(_) => {
+            "userdata"
+        }
+        other => other.type_name(),
     }
 }
 
