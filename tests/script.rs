@@ -522,6 +522,28 @@ async fn globals_for_scripts() {
         .await
         .to_string();
     assert!(e.contains("json.decode"), "{e}");
+    // what JSON cannot hold, or text that is not JSON, is a plain message at the script's line
+    let v = eval(
+        &t,
+        "local function at(f, ...) local ok, e = pcall(f, ...) return {type(e), e} end\n\
+         return {\n\
+           at(function() local s = json.encode({x = 0/0}) return s end),\n\
+           at(function() local v = json.decode('{oops') return v end),\n\
+         }",
+    )
+    .await;
+    assert_eq!(v[0][0], json!("string"), "{v}");
+    let encode = v[0][1].as_str().unwrap_or_default();
+    assert!(
+        encode.ends_with(":3: json.encode: the value at /x is NaN, which JSON cannot hold"),
+        "{encode}"
+    );
+    assert_eq!(v[1][0], json!("string"), "{v}");
+    let decode = v[1][1].as_str().unwrap_or_default();
+    assert!(
+        decode.contains(":4: json.decode: key must be a string"),
+        "{decode}"
+    );
     let started = Instant::now();
     eval(&t, "sleep(0.05)").await;
     assert!(started.elapsed() >= Duration::from_millis(50));

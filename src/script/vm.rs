@@ -796,9 +796,18 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
 
     api.set(
         "json_encode",
+        // (true, text), or (false, message) for the prelude to raise at the script's line
         lua.create_function(|lua, (v, opts): (Value, Option<Value>)| {
-            let j = convert::to_json(lua, &v)
-                .map_err(|m| mlua::Error::runtime(format!("json.encode: {m}")))?;
+            let refused = |m: String| -> mlua::Result<(bool, Value)> {
+                Ok((
+                    false,
+                    Value::String(lua.create_string(format!("json.encode: {m}"))?),
+                ))
+            };
+            let j = match convert::to_json(lua, &v) {
+                Ok(j) => j,
+                Err(m) => return refused(m),
+            };
             let pretty = match opts {
                 Some(Value::Boolean(b)) => b,
                 Some(Value::Table(t)) => t.raw_get::<Option<bool>>("pretty")?.unwrap_or(false),
@@ -809,26 +818,37 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
             } else {
                 serde_json::to_string(&j)
             };
-            text.map_err(|e| mlua::Error::runtime(format!("json.encode: {e}")))
+            match text {
+                Ok(text) => Ok((true, Value::String(lua.create_string(text)?))),
+                Err(e) => refused(e.to_string()),
+            }
         })?,
     )?;
     api.set(
         "json_decode",
+        // (true, value), or (false, message) for the prelude to raise at the script's line
         lua.create_function(move |lua, text: mlua::LuaString| {
+            let refused = |m: String| -> mlua::Result<(bool, Value)> {
+                Ok((
+                    false,
+                    Value::String(lua.create_string(format!("json.decode: {m}"))?),
+                ))
+            };
             // The parsed value lives outside the Lua memory limit until it is converted (at
             // tens of bytes per element), so the text it comes from is bounded by that limit.
             let limit = memory / JSON_DECODE_FRACTION;
             if text.as_bytes().len() > limit {
-                return Err(mlua::Error::runtime(format!(
-                    "json.decode: the text is {} bytes; at most {limit} can be decoded (1/{} of \
+                return refused(format!(
+                    "the text is {} bytes; at most {limit} can be decoded (1/{} of \
                      limits.lua_memory_mb)",
                     text.as_bytes().len(),
                     JSON_DECODE_FRACTION
-                )));
+                ));
             }
-            let j: Json = serde_json::from_slice(&text.as_bytes())
-                .map_err(|e| mlua::Error::runtime(format!("json.decode: {e}")))?;
-            convert::to_lua(lua, &j)
+            match serde_json::from_slice::<Json>(&text.as_bytes()) {
+                Ok(j) => Ok((true, convert::to_lua(lua, &j)?)),
+                Err(e) => refused(e.to_string()),
+            }
         })?,
     )?;
     api.set("null", lua.null())?;
