@@ -79,6 +79,23 @@ pub(crate) async fn call(host: &Arc<Host>, mut req: CallRequest) -> Outcome {
     } else {
         arg_shapes(&req.args, tool.as_ref().map(|t| &t.spec().input_schema))
     };
+    // A call whose future is dropped before it ends (a client's cancel that the transport
+    // carries out by dropping the request) is recorded as cancelled all the same.
+    let mut record = Record {
+        host,
+        entry: (!config.modes.private).then(|| HistoryEntry {
+            at_ms: 0,
+            tool: tool
+                .as_ref()
+                .map_or_else(|| "(unknown)".to_string(), |t| t.spec().name.clone()),
+            origin: origin.to_string(),
+            depth,
+            outcome: String::new(),
+            duration_ms: 0.0,
+            args: shapes,
+        }),
+        started,
+    };
     let outcome = match &tool {
         None => Outcome::Failed(Error::UnknownTool {
             suggestions: host.registry().closest(&req.tool),
@@ -86,21 +103,39 @@ pub(crate) async fn call(host: &Arc<Host>, mut req: CallRequest) -> Outcome {
         }),
         Some(t) => with_config_problem(host, decide_and_run(host, t, &config, req).await),
     };
-    if !config.modes.private {
-        let entry = HistoryEntry {
-            at_ms: chrono::Utc::now().timestamp_millis(),
-            tool: tool.map_or_else(|| "(unknown)".to_string(), |t| t.spec().name.clone()),
-            origin: origin.to_string(),
-            depth,
-            outcome: outcome.class(),
-            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-            args: shapes,
+    record.done(outcome.class());
+    outcome
+}
+
+/// The history entry of one call, written when the call ends or when its future is dropped.
+struct Record<'a> {
+    host: &'a Arc<Host>,
+    /// `None` in private mode, and once written.
+    entry: Option<HistoryEntry>,
+    started: Instant,
+}
+
+impl Record<'_> {
+    fn done(&mut self, outcome: String) {
+        let Some(mut entry) = self.entry.take() else {
+            return;
         };
-        if let Err(e) = host.history().record(&entry) {
-            host.warn(format!("could not record the call in the history: {e}"));
+        entry.at_ms = chrono::Utc::now().timestamp_millis();
+        entry.outcome = outcome;
+        entry.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        if let Err(e) = self.host.history().record(&entry) {
+            self.host
+                .warn(format!("could not record the call in the history: {e}"));
         }
     }
-    outcome
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        if self.entry.is_some() {
+            self.done(Outcome::Failed(Error::Cancelled).class());
+        }
+    }
 }
 
 /// Stages 2 to 7 for a resolved tool.
