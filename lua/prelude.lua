@@ -459,22 +459,18 @@ env.sleep = api.sleep
 
 -- A value JSON cannot hold, or text that is not JSON, is a plain message raised at the
 -- script's line (running out of memory stays a memory error).
-local json_encode, json_decode = api.json_encode, api.json_decode
+local function raising(f)
+  return function(...)
+    local ok, result = f(...)
+    if ok then
+      return result
+    end
+    raw_error(result, 2)
+  end
+end
 env.json = {
-  encode = function(value, opts)
-    local ok, result = json_encode(value, opts)
-    if ok then
-      return result
-    end
-    raw_error(result, 2)
-  end,
-  decode = function(text)
-    local ok, result = json_decode(text)
-    if ok then
-      return result
-    end
-    raw_error(result, 2)
-  end,
+  encode = raising(api.json_encode),
+  decode = raising(api.json_decode),
   null = api.null,
   -- Marks a table as a list, so an empty one encodes as [] rather than {}.
   array = function(t)

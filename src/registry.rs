@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -522,8 +522,9 @@ pub struct Registry {
     changes: tokio::sync::watch::Sender<u64>,
     /// The saved programs, registered when first needed (see [`Registry::defer`]).
     deferred: Deferred,
-    /// The built-in tools, registered when first needed (see [`Registry::with_builtins`]).
-    builtins: Builtins,
+    /// The built-in tools, registered when first needed (see [`Registry::with_builtins`]): a
+    /// one-line script that calls no tool builds no schema.
+    builtins: Deferred,
 }
 
 impl Default for Registry {
@@ -532,7 +533,7 @@ impl Default for Registry {
             tools: RwLock::default(),
             changes: tokio::sync::watch::Sender::new(0),
             deferred: Deferred::default(),
-            builtins: Builtins::default(),
+            builtins: Deferred::default(),
         }
     }
 }
@@ -540,18 +541,9 @@ impl Default for Registry {
 /// What registers a registry's built-in tools.
 pub type MakeBuiltins = fn(&Registry) -> Result<()>;
 
-/// How a registry makes its built-in tools: once, on the first look-up, listing or
-/// registration. A one-line script that calls no tool never builds a tool's schema, and the
-/// one that calls `calculate` pays for the built-ins once, like any first use.
-#[derive(Default)]
-struct Builtins {
-    make: Mutex<Option<MakeBuiltins>>,
-    done: std::sync::atomic::AtomicBool,
-}
-
-/// Work that registers more tools, run the first time a name is missed or the whole list is
-/// read: start-up then does not grow with the library, and a script that calls only built-in
-/// tools never loads it.
+/// Work that registers tools (the built-ins, or the saved programs), run the first time a name
+/// is missed or the whole list is read: start-up then does not grow with the library, and a
+/// script that calls only built-in tools never loads it.
 #[derive(Default)]
 struct Deferred {
     /// Set once the work has run (or there was none): the fast path of every later look-up.
@@ -564,14 +556,22 @@ struct Deferred {
 enum DeferredState {
     #[default]
     Nothing,
-    Waiting(Box<dyn FnOnce() + Send>),
+    Waiting(Box<dyn FnOnce(&Registry) + Send>),
     /// Running on this thread; its own look-ups see what is registered so far.
     Running(std::thread::ThreadId),
     Done,
 }
 
 impl Deferred {
-    fn ensure(&self) {
+    /// A deferred `work`, waiting for its first need.
+    fn waiting(work: Box<dyn FnOnce(&Registry) + Send>) -> Deferred {
+        let deferred = Deferred::default();
+        *deferred.state.lock().unwrap_or_else(|p| p.into_inner()) = DeferredState::Waiting(work);
+        deferred
+    }
+
+    /// Runs the work for `registry` (whose field this is) if it has not run.
+    fn ensure(&self, registry: &Registry) {
         use std::sync::atomic::Ordering;
         if self.done.load(Ordering::Acquire) {
             return;
@@ -584,7 +584,7 @@ impl Deferred {
                     drop(state);
                     // whatever happens in the work, the others waiting are let go
                     let finish = FinishDeferred(self);
-                    work();
+                    work(registry);
                     drop(finish);
                     return;
                 }
@@ -629,43 +629,28 @@ impl Registry {
     /// A registry whose built-in tools `make` registers on first need: the first look-up,
     /// listing or registration, on whichever thread comes first (the others wait).
     pub fn with_builtins(make: MakeBuiltins) -> Registry {
-        let registry = Registry::default();
-        *registry
-            .builtins
-            .make
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(make);
-        registry
+        Registry {
+            builtins: Deferred::waiting(Box::new(move |registry| {
+                // The built-ins are this program's own definitions, each checked in full by a
+                // test: failing to register one is a bug, not a condition to handle.
+                if let Err(e) = make(registry) {
+                    panic!("the built-in tools could not be registered: {e}");
+                }
+            })),
+            ..Registry::default()
+        }
     }
 
     /// Registers the built-in tools now if they are not yet (a server does so before its
     /// first client can subscribe to changes: their arrival is not a change to announce).
     pub fn load_builtins(&self) {
-        self.ensure_builtins();
-    }
-
-    /// Registers the built-in tools now if they are not yet. `make` may only register
-    /// built-ins: a look-up from inside it would wait for itself.
-    fn ensure_builtins(&self) {
-        use std::sync::atomic::Ordering;
-        if self.builtins.done.load(Ordering::Acquire) {
-            return;
-        }
-        let mut make = self.builtins.make.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(make) = make.take() {
-            // The built-ins are this program's own definitions, each checked in full by a
-            // test: failing to register one is a bug, not a condition to handle.
-            if let Err(e) = make(self) {
-                panic!("the built-in tools could not be registered: {e}");
-            }
-        }
-        self.builtins.done.store(true, Ordering::Release);
+        self.builtins.ensure(self);
     }
 
     /// Both kinds of tools registered on first need, built-ins first.
     fn ensure_all(&self) {
-        self.ensure_builtins();
-        self.deferred.ensure();
+        self.builtins.ensure(self);
+        self.deferred.ensure(self);
     }
 
     /// Defers `work` that registers more tools (the saved programs) until a look-up misses or
@@ -677,7 +662,7 @@ impl Registry {
             .state
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        *state = DeferredState::Waiting(Box::new(work));
+        *state = DeferredState::Waiting(Box::new(move |_: &Registry| work()));
         self.deferred
             .done
             .store(false, std::sync::atomic::Ordering::Release);
@@ -691,7 +676,7 @@ impl Registry {
     /// Adds a tool after checking its name and schemas fully. Fails if the name is taken.
     pub fn register(&self, spec: ToolSpec, handler: Handler) -> Result<()> {
         // a name taken by a built-in must be seen as taken
-        self.ensure_builtins();
+        self.builtins.ensure(self);
         let tool = Self::build(spec, handler)?;
         tool.check()?;
         self.insert(tool)
@@ -810,7 +795,7 @@ impl Registry {
 
     /// The tool of that name.
     pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
-        self.ensure_builtins();
+        self.builtins.ensure(self);
         let found = self
             .tools
             .read()
@@ -825,7 +810,7 @@ impl Registry {
         {
             return found;
         }
-        self.deferred.ensure();
+        self.deferred.ensure(self);
         self.tools
             .read()
             .unwrap_or_else(|p| p.into_inner())

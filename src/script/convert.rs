@@ -42,11 +42,10 @@ const SLOTS_PER_LEVEL: c_int = 3;
 
 /// Converts a Lua value to JSON without running any metamethod.
 pub fn to_json(lua: &Lua, value: &Value) -> Result<Json, String> {
-    let table = match value {
-        Value::Table(_) => value,
-        // a scalar needs no stack
-        other => return scalar(other).map_err(|p| p.render()),
-    };
+    // an error value is the one kind pushing would allocate for
+    if let Value::Error(_) = value {
+        return Err(Problem::new(What::NotJson("error")).render());
+    }
     lua.exec_raw_lua(|raw| {
         let state = raw.state();
         // SAFETY: see the module's note: nothing here allocates in Lua or raises. Every slot
@@ -56,8 +55,8 @@ pub fn to_json(lua: &Lua, value: &Value) -> Result<Json, String> {
             if ffi::lua_checkstack(state, SLOTS_PER_LEVEL) == 0 {
                 return Err("the Lua stack is full".to_string());
             }
-            // a table is a reference: pushing it copies a slot (no allocation)
-            raw.push_value(table).map_err(|e| e.to_string())?;
+            // a scalar is copied, anything else is a reference: pushing it copies a slot
+            raw.push_value(value).map_err(|e| e.to_string())?;
             let mut w = Walker {
                 lua,
                 state,
@@ -148,19 +147,6 @@ impl Problem {
             }
         }
     }
-}
-
-/// A value that is not a table, as JSON (a whole value that is not a table).
-fn scalar(v: &Value) -> Result<Json, Problem> {
-    Ok(match v {
-        Value::Nil => Json::Null,
-        Value::LightUserData(ud) if ud.0.is_null() => Json::Null,
-        Value::Boolean(b) => Json::Bool(*b),
-        Value::Integer(i) => Json::Number((*i).into()),
-        Value::Number(f) => number(*f)?,
-        Value::String(s) => string(&s.as_bytes(), &mut 0)?,
-        other => return Err(Problem::new(What::NotJson(other.type_name()))),
-    })
 }
 
 fn number(f: f64) -> Result<Json, Problem> {
