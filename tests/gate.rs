@@ -487,6 +487,26 @@ async fn cancellation_stops_a_running_call() {
     assert_eq!(t.entered.count("probe_slow"), 1);
 }
 
+/// A call whose future is dropped mid-run (a transport carrying out a client's cancel by
+/// dropping the request) is still recorded, as cancelled.
+#[tokio::test]
+async fn a_dropped_call_is_recorded_as_cancelled() {
+    let t = TestHost::new();
+    let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed);
+    let call = t
+        .host
+        .call(CallRequest::new("probe_slow", json!({"n": 60_000}), ctx));
+    let gave_up = tokio::time::timeout(Duration::from_millis(50), call).await;
+    assert!(gave_up.is_err(), "the call was still running");
+    assert_eq!(t.entered.count("probe_slow"), 1);
+    t.host.history().flush().unwrap();
+    let recent = t.host.history().recent(10).unwrap().entries;
+    assert_eq!(recent.len(), 1, "{recent:?}");
+    assert_eq!(recent[0].tool, "probe_slow");
+    assert_eq!(recent[0].outcome, "failed:cancelled");
+    assert!(recent[0].duration_ms >= 40.0, "{}", recent[0].duration_ms);
+}
+
 #[tokio::test]
 async fn a_deadline_stops_a_running_call() {
     let t = TestHost::new();

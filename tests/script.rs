@@ -544,6 +544,23 @@ async fn globals_for_scripts() {
         decode.contains(":4: json.decode: key must be a string"),
         "{decode}"
     );
+    // the same for every host function: what pcall catches is a message at the script's line
+    let v = eval(
+        &t,
+        "local function at(f) local ok, e = pcall(f) return {type(e), e} end\n\
+         return {\n\
+           at(function() sleep('soon') end),\n\
+           at(function() local x = lmcp.has_tool({}) return x end),\n\
+           at(function() local x = json.decode({}) return x end),\n\
+         }",
+    )
+    .await;
+    for (i, line) in [3, 4, 5].into_iter().enumerate() {
+        assert_eq!(v[i][0], json!("string"), "{v}");
+        let e = v[i][1].as_str().unwrap_or_default();
+        assert!(e.contains(&format!(":{line}: bad argument #1")), "{e}");
+        assert!(!e.contains("traceback"), "{e}");
+    }
     let started = Instant::now();
     eval(&t, "sleep(0.05)").await;
     assert!(started.elapsed() >= Duration::from_millis(50));

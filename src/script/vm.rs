@@ -651,6 +651,39 @@ fn clean_message(message: &str) -> String {
     }
 }
 
+/// An error a host function raised, as a script sees it: the message, after the script's
+/// position when the traceback names one (`name.lua:3: bad argument #1: ...`).
+fn error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { traceback, cause } => {
+            let message = error_text(cause);
+            match script_position(traceback) {
+                Some(at) => format!("{at} {message}"),
+                None => message,
+            }
+        }
+        other => clean_message(&other.to_string()),
+    }
+}
+
+/// The first frame of a traceback that is the script's own (not C, not the prelude), as
+/// `chunk:line:`.
+fn script_position(traceback: &str) -> Option<&str> {
+    traceback
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("[C]") && !l.starts_with("prelude:"))
+        .find_map(|l| {
+            // `chunk:LINE: in ...`: the first `:` followed by digits and another `:`
+            l.match_indices(':').find_map(|(i, _)| {
+                let rest = &l[i + 1..];
+                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+                (digits > 0 && rest.as_bytes().get(digits) == Some(&b':'))
+                    .then(|| &l[..i + 1 + digits + 1])
+            })
+        })
+}
+
 fn memory_error(limit: usize) -> Error {
     Error::Limit {
         what: "the script ran out of memory (raise limits.lua_memory_mb in the config if it needs more)".into(),
@@ -687,8 +720,16 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     let s = Arc::clone(state);
     api.set(
         "check",
-        lua.create_function(move |_, args: MultiValue| {
+        lua.create_function(move |lua, mut args: MultiValue| {
             s.check()?;
+            // what `pcall` caught from a host function is mlua's error value: the script gets
+            // its message, with the script's line, as for any error Lua raises
+            if matches!(args.front(), Some(Value::Boolean(false)))
+                && let Some(Value::Error(e)) = args.get(1)
+            {
+                let text = lua.create_string(error_text(e))?;
+                args[1] = Value::String(text);
+            }
             Ok(args)
         })?,
     )?;
@@ -798,12 +839,7 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
         "json_encode",
         // (true, text), or (false, message) for the prelude to raise at the script's line
         lua.create_function(|lua, (v, opts): (Value, Option<Value>)| {
-            let refused = |m: String| -> mlua::Result<(bool, Value)> {
-                Ok((
-                    false,
-                    Value::String(lua.create_string(format!("json.encode: {m}"))?),
-                ))
-            };
+            let refused = |m: String| refusal(lua, format!("json.encode: {m}"));
             let j = match convert::to_json(lua, &v) {
                 Ok(j) => j,
                 Err(m) => return refused(m),
@@ -828,12 +864,7 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
         "json_decode",
         // (true, value), or (false, message) for the prelude to raise at the script's line
         lua.create_function(move |lua, text: mlua::LuaString| {
-            let refused = |m: String| -> mlua::Result<(bool, Value)> {
-                Ok((
-                    false,
-                    Value::String(lua.create_string(format!("json.decode: {m}"))?),
-                ))
-            };
+            let refused = |m: String| refusal(lua, format!("json.decode: {m}"));
             // The parsed value lives outside the Lua memory limit until it is converted (at
             // tens of bytes per element), so the text it comes from is bounded by that limit.
             let limit = memory / JSON_DECODE_FRACTION;
@@ -921,12 +952,13 @@ fn call_tool(
         Value::Nil => Ok(Json::Object(Map::new())),
         Value::Table(_) => convert::to_json(lua, args),
         other => {
-            // a plain message: the prelude raises it at the script's line
-            let message = format!(
-                "tools.{name} expects a table of arguments, got {}",
-                lua_type_name(other)
+            return refusal(
+                lua,
+                format!(
+                    "tools.{name} expects a table of arguments, got {}",
+                    lua_type_name(other)
+                ),
             );
-            return Ok((false, Value::String(lua.create_string(message)?)));
         }
     };
     let mut json = match json {
@@ -970,6 +1002,11 @@ fn call_tool(
             Ok((false, Value::Table(t)))
         }
     }
+}
+
+/// `(false, message)`: a refusal the prelude raises as a plain message at the script's line.
+fn refusal(lua: &Lua, message: String) -> mlua::Result<(bool, Value)> {
+    Ok((false, Value::String(lua.create_string(message)?)))
 }
 
 /// What Lua's `type` says of a value.
