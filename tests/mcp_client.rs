@@ -873,9 +873,9 @@ async fn cancel(g: Generation, door: Door) {
         started.elapsed() < Duration::from_secs(10),
         "cancelled promptly"
     );
-    s.close().await;
 
-    // the cancelled run was recorded as such
+    // the cancelled run was recorded as such, before the session closes: the client sends
+    // its cancel behind the dropped call, and a close first could overtake it
     let path = home.path().join("data").join("history.jsonl");
     let mut history = String::new();
     for _ in 0..50 {
@@ -890,6 +890,7 @@ async fn cancel(g: Generation, door: Door) {
         history.contains(r#""outcome":"failed:cancelled""#),
         "{tail}"
     );
+    s.close().await;
 }
 
 async fn progress(g: Generation, door: Door) {
