@@ -2,8 +2,9 @@
 --
 -- It runs once per Lua state, before any script, with the host's API table as its argument.
 -- Everything it needs from the unrestricted globals it keeps in locals here, which no script can
--- reach (there is no debug library), and then the host empties the real globals. It returns two
--- values: the script environment and the top-level runner.
+-- reach (there is no debug library), and then the host empties the real globals. It returns three
+-- values: the script environment, the top-level runner, and `bind(params, config)`, which the
+-- host calls once with the run's own values (the state is made before its run is known).
 --
 -- The rules it enforces (see src/script/mod.rs for the whole design):
 --   * catching functions (pcall, xpcall, coroutine.resume, coroutine.close) re-raise a run's
@@ -20,7 +21,7 @@ local G = _G
 local raw_pcall, raw_xpcall, raw_load, raw_error = pcall, xpcall, load, error
 local raw_setmetatable, raw_getmetatable, raw_rawset, raw_rawget = setmetatable, getmetatable, rawset, rawget
 local raw_select, raw_type, raw_tostring, raw_pairs, raw_ipairs = select, type, tostring, pairs, ipairs
-local raw_collect = collectgarbage
+local raw_collect, raw_next = collectgarbage, next
 local co_create, co_resume, co_close = coroutine.create, coroutine.resume, coroutine.close
 local co_status = coroutine.status
 local concat, pack, unpack = table.concat, table.pack, table.unpack
@@ -538,22 +539,25 @@ env.lmcp = {
   previews = api.previews,
 }
 
-env.params = api.params
-
--- A skill's configuration: read-only, so a script cannot change what the next run sees.
-if api.config ~= nil then
-  local values = api.config
-  env.config = raw_setmetatable({}, {
-    __index = values,
-    __newindex = function()
-      raw_error("config is read-only; change it with `lmcp skill config`", 2)
-    end,
-    __pairs = function()
-      return next, values, nil
-    end,
-    __metatable = false,
-  })
-  protected[env.config] = true
+-- The run's own values: the state is made before its run is known (on another core while the
+-- command line is read), so they come last, once, from the host.
+local function bind(params, config)
+  env.params = params
+  -- A skill's configuration: read-only, so a script cannot change what the next run sees.
+  if config ~= nil then
+    local values = config
+    env.config = raw_setmetatable({}, {
+      __index = values,
+      __newindex = function()
+        raw_error("config is read-only; change it with `lmcp skill config`", 2)
+      end,
+      __pairs = function()
+        return raw_next, values, nil
+      end,
+      __metatable = false,
+    })
+    protected[env.config] = true
+  end
 end
 
 -- Modules --------------------------------------------------------------------------------------
@@ -604,4 +608,4 @@ local function run(f, ...)
   return raw_xpcall(f, describe, ...)
 end
 
-return env, run
+return env, run, bind

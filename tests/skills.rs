@@ -45,7 +45,8 @@ fn package(md: &str, hello: &str) -> Value {
             {"name": "slow.lua", "code": "---@timeout 0.3\nwhile true do end"},
             {"name": "forever.lua", "code": "while true do end"},
             {"name": "escape.lua", "code": "return require('util').shout('own module')"},
-            {"name": "outside.lua", "code": "return require('word_stats')"}
+            {"name": "outside.lua", "code": "return require('word_stats')"},
+            {"name": "keys.lua", "code": "local keys = {}\nfor k, v in pairs(config) do keys[#keys + 1] = k .. '=' .. tostring(v) end\ntable.sort(keys)\nlocal ok, err = pcall(function() config.greeting = 'x' end)\nreturn {keys = keys, written = ok, message = err}"}
         ],
         "references": [{"name": "style.md", "content": "Be brief."}]
     })
@@ -65,7 +66,9 @@ async fn install_list_get_update_and_remove() {
     assert_eq!(s["description"], "A demo skill.");
     assert_eq!(
         s["toolNames"],
-        json!(["escape", "forever", "hello", "outside", "slow", "util"])
+        json!([
+            "escape", "forever", "hello", "keys", "outside", "slow", "util"
+        ])
     );
     assert_eq!(s["referenceNames"], json!(["style.md"]));
     assert_eq!(s["hasConfig"], true);
@@ -188,6 +191,20 @@ async fn calls_with_params_config_timeouts_and_require() {
     // the script tool is the same call
     let r2 = ok(&t, "skill__demo__hello", json!({"who": "ana", "times": 2})).await;
     assert_eq!(r2["result"], r["result"]);
+    // the config table can be walked with pairs, and not written
+    let r = ok(&t, "skill_call", json!({"skill": "demo", "script": "keys"})).await;
+    assert_eq!(
+        r["result"]["keys"],
+        json!(["greeting=Hello", "loud=true"]),
+        "{r}"
+    );
+    assert_eq!(r["result"]["written"], json!(false));
+    assert!(
+        r["result"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("config is read-only")),
+        "{r}"
+    );
     let e = err(
         &t,
         "skill_call",

@@ -463,11 +463,6 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if matches!(cli.command, Some(Command::Run(_))) {
-        // the script runs on a blocking thread: it starts now, while the host opens, rather
-        // than when the script is ready (tokio keeps an idle blocking thread for the next task)
-        drop(runtime.spawn_blocking(|| ()));
-    }
     let result = runtime.block_on(run(cli));
     // Blocking work a timeout or cancellation gave up on (a check no await can interrupt)
     // must not keep the process alive: the command is over.

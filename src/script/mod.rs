@@ -115,8 +115,8 @@ impl From<Error> for ScriptFailure {
     }
 }
 
-/// Runs a script in a fresh sandbox on a blocking thread and returns its outcome. The context's
-/// deadline and cancellation token bound it.
+/// Runs a script in a fresh sandbox on a thread where blocking is fine ([`vm::spawn`]) and
+/// returns its outcome. The context's deadline and cancellation token bound it.
 pub async fn run(
     host: &Arc<Host>,
     script: Script,
@@ -127,8 +127,8 @@ pub async fn run(
     let handle = tokio::runtime::Handle::current();
     let deadline = ctx.deadline();
     let cancel = ctx.cancel_token().clone();
-    let mut task = tokio::task::spawn_blocking(move || {
-        let vm = Vm::new(host, handle, ctx, options)?;
+    let mut task = vm::spawn(host, handle, ctx, options, move |vm| {
+        let vm = vm?;
         vm.run(&script.source, &script.name)
             .map_err(|error| ScriptFailure {
                 error,
@@ -137,9 +137,9 @@ pub async fn run(
             })
     });
     tokio::select! {
-        done = &mut task => done.map_err(|e| {
+        done = &mut task => done.map_err(|_| {
             ScriptFailure::from(Error::Script {
-                message: format!("the script's thread failed: {e}"),
+                message: "the script's thread failed before the script ended".into(),
             })
         })?,
         why = watchdog(deadline, cancel) => {

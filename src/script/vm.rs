@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use mlua::chunk::ChunkMode;
@@ -16,6 +16,9 @@ use crate::host::Host;
 use crate::registry::Profile;
 
 const PRELUDE: &str = include_str!("../../lua/prelude.lua");
+/// The prelude compiled by `build.rs` with the VM this binary links; empty when built for
+/// another target (see `build.rs`), and then the text is compiled at start.
+const PRELUDE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude.luac"));
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,11 +279,30 @@ impl RunState {
     }
 }
 
-/// A Lua state with its standard libraries opened and the prelude compiled, not yet run: the
-/// part of a [`Vm`] that needs neither the host nor the run.
+/// The run a state's host functions act for. A state is made before its run is known (ahead,
+/// on another core), so its functions reach the run through this cell, which [`Vm::new`] fills
+/// once; a function called before that fails with a message rather than acting for no run.
+#[derive(Clone, Default)]
+struct RunCell(Arc<OnceLock<Arc<RunState>>>);
+
+impl RunCell {
+    fn get(&self) -> mlua::Result<&Arc<RunState>> {
+        self.0
+            .get()
+            .ok_or_else(|| mlua::Error::runtime("the host API was called before its run began"))
+    }
+}
+
+/// A Lua state with its standard libraries opened, the host API installed and the prelude run:
+/// everything of a [`Vm`] that needs neither the host nor the run. The run's own values (the
+/// state behind the API, `params`, `config`) are bound by [`Vm::new`].
 struct Fresh {
     lua: Lua,
-    prelude: Function,
+    env: Table,
+    runner: Function,
+    /// The prelude's `bind(params, config)`.
+    bind: Function,
+    run: RunCell,
 }
 
 impl Fresh {
@@ -293,22 +315,66 @@ impl Fresh {
             | StdLib::COROUTINE
             | StdLib::OS;
         let lua = Lua::new_with(libs, LuaOptions::new())?;
-        let prelude = lua
-            .load(PRELUDE)
-            .set_name("=prelude")
-            .set_mode(ChunkMode::Text)
-            .into_function()?;
-        Ok(Fresh { lua, prelude })
+        // all it makes here lives as long as the state: a collection would find nothing to free
+        lua.gc_stop();
+        let prelude = load_prelude(&lua)?;
+        let run = RunCell::default();
+        let api = build_api(&lua, &run)?;
+        let (env, runner, bind): (Table, Function, Function) = prelude.call(api)?;
+        // Nothing the prelude kept in the real globals may stay reachable.
+        let globals = lua.globals();
+        let mut keys = Vec::new();
+        globals.for_each::<Value, Value>(|k, _| {
+            keys.push(k);
+            Ok(())
+        })?;
+        for k in keys {
+            globals.raw_set(k, Value::Nil)?;
+        }
+        lua.gc_restart();
+        Ok(Fresh {
+            lua,
+            env,
+            runner,
+            bind,
+            run,
+        })
     }
 }
 
+/// The prelude as a function: its bytecode when the build made it, else its text compiled.
+fn load_prelude(lua: &Lua) -> mlua::Result<Function> {
+    if !PRELUDE_BYTECODE.is_empty() {
+        let loaded = lua
+            .load(PRELUDE_BYTECODE)
+            .set_name("=prelude")
+            .set_mode(ChunkMode::Binary)
+            .into_function();
+        // the build's bytecode always loads (a test holds it to that); were it refused, the
+        // text still is the same program
+        if let Ok(prelude) = loaded {
+            return Ok(prelude);
+        }
+    }
+    lua.load(PRELUDE)
+        .set_name("=prelude")
+        .set_mode(ChunkMode::Text)
+        .into_function()
+}
+
 /// One [`Fresh`] state made ahead, on another core while the CLI parses its arguments and
-/// opens the host: compiling the prelude is a third of a one-line `lmcp run`'s own time.
-/// The first [`Vm::new`] takes it; every later one (and any when none was made) makes its own.
+/// opens the host, and the first run done on that same thread (no thread is started for it and
+/// the state changes no hands). The first [`spawn`] runs there while the thread waits; the
+/// first [`Vm::new`] elsewhere takes the state; every later one (and any when none was made)
+/// makes its own.
 pub mod ahead {
     use std::sync::{Condvar, Mutex};
 
     use super::Fresh;
+
+    /// A run handed to the thread that made the state: it gets the state, or `None` when making
+    /// it failed (the run then makes its own and reports what went wrong).
+    pub(super) type Job = Box<dyn FnOnce(Option<Fresh>) + Send>;
 
     enum Slot {
         Empty,
@@ -316,10 +382,19 @@ pub mod ahead {
         Ready(Fresh),
     }
 
-    /// A slot for one state and the signal that it was filled (one per process: [`SLOT`]).
+    struct Inner {
+        slot: Slot,
+        /// A run waiting for the state, on the thread that makes it.
+        job: Option<Job>,
+        /// Whether the thread that makes the state still takes a run after it.
+        serving: bool,
+    }
+
+    /// A slot for one state, the run it is for, and the signal that either changed (one per
+    /// process: [`SLOT`]).
     pub(super) struct Ahead {
-        slot: Mutex<Slot>,
-        made: Condvar,
+        inner: Mutex<Inner>,
+        changed: Condvar,
     }
 
     pub(super) static SLOT: Ahead = Ahead::new();
@@ -327,18 +402,29 @@ pub mod ahead {
     impl Ahead {
         pub(super) const fn new() -> Ahead {
             Ahead {
-                slot: Mutex::new(Slot::Empty),
-                made: Condvar::new(),
+                inner: Mutex::new(Inner {
+                    slot: Slot::Empty,
+                    job: None,
+                    serving: false,
+                }),
+                changed: Condvar::new(),
             }
         }
 
-        fn set(&self, slot: Slot) {
-            *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = slot;
-            self.made.notify_all();
+        fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+            self.inner.lock().unwrap_or_else(|p| p.into_inner())
         }
 
-        pub(super) fn expect(&self) {
-            self.set(Slot::Making);
+        fn set(&self, slot: Slot) {
+            self.lock().slot = slot;
+            self.changed.notify_all();
+        }
+
+        /// Says a state is on its way (and, with `serving`, that its thread takes a run after).
+        pub(super) fn expect(&self, serving: bool) {
+            let mut inner = self.lock();
+            inner.slot = Slot::Making;
+            inner.serving = serving;
         }
 
         pub(super) fn make(&self, make: impl FnOnce() -> mlua::Result<Fresh>) {
@@ -346,11 +432,12 @@ pub mod ahead {
             struct Unblock<'a>(&'a Ahead);
             impl Drop for Unblock<'_> {
                 fn drop(&mut self) {
-                    let mut slot = self.0.slot.lock().unwrap_or_else(|p| p.into_inner());
-                    if matches!(*slot, Slot::Making) {
-                        *slot = Slot::Empty;
-                        self.0.made.notify_all();
+                    let mut inner = self.0.lock();
+                    if matches!(inner.slot, Slot::Making) {
+                        inner.slot = Slot::Empty;
                     }
+                    drop(inner);
+                    self.0.changed.notify_all();
                 }
             }
             let _unblock = Unblock(self);
@@ -359,48 +446,122 @@ pub mod ahead {
             }
         }
 
-        pub(super) fn take(&self) -> Option<Fresh> {
-            let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-            while matches!(*slot, Slot::Making) {
-                slot = self.made.wait(slot).unwrap_or_else(|p| p.into_inner());
+        /// Makes the state, then runs the run handed over meanwhile or later with it; returns
+        /// once the state was taken elsewhere instead, or making it failed with no run waiting.
+        pub(super) fn serve(&self, make: impl FnOnce() -> mlua::Result<Fresh>) {
+            struct Done<'a>(&'a Ahead);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    // no run handed over from now on runs here (nor waits for this thread)
+                    self.0.lock().serving = false;
+                }
             }
-            match std::mem::replace(&mut *slot, Slot::Empty) {
+            let _done = Done(self);
+            self.make(make);
+            let mut inner = self.lock();
+            loop {
+                if let Some(job) = inner.job.take() {
+                    let fresh = match std::mem::replace(&mut inner.slot, Slot::Empty) {
+                        Slot::Ready(fresh) => Some(fresh),
+                        _ => None,
+                    };
+                    inner.serving = false;
+                    drop(inner);
+                    job(fresh);
+                    return;
+                }
+                if !matches!(inner.slot, Slot::Ready(_)) {
+                    return;
+                }
+                inner = self.changed.wait(inner).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+
+        /// Hands a run to the thread that makes (or made) the state; the run back when that
+        /// thread takes none any more.
+        pub(super) fn submit(&self, job: Job) -> Result<(), Job> {
+            let mut inner = self.lock();
+            if inner.serving
+                && inner.job.is_none()
+                && matches!(inner.slot, Slot::Making | Slot::Ready(_))
+            {
+                inner.job = Some(job);
+                drop(inner);
+                self.changed.notify_all();
+                Ok(())
+            } else {
+                Err(job)
+            }
+        }
+
+        pub(super) fn take(&self) -> Option<Fresh> {
+            let mut inner = self.lock();
+            while matches!(inner.slot, Slot::Making) {
+                inner = self.changed.wait(inner).unwrap_or_else(|p| p.into_inner());
+            }
+            let taken = match std::mem::replace(&mut inner.slot, Slot::Empty) {
                 Slot::Ready(fresh) => Some(fresh),
                 _ => None,
-            }
+            };
+            drop(inner);
+            // the thread that made it stops waiting for a run
+            self.changed.notify_all();
+            taken
         }
     }
 
-    /// Says a state is on its way, before the thread that makes it starts, so that a `Vm::new`
-    /// meanwhile waits for it rather than making a second one beside it.
-    pub fn expect() {
-        SLOT.expect();
-    }
-
-    /// Makes the state [`expect`] announced, on the calling thread. A failure or a panic
-    /// leaves the slot empty: the run then makes its own and reports what went wrong.
-    pub fn make() {
-        SLOT.make(Fresh::make);
-    }
-
-    /// Makes the first state on a thread of its own: [`expect`], then [`make`] there. A
-    /// process that never runs Lua never waits for it (the thread ends with the process).
+    /// Makes the first state on a thread of its own, which then does the first run handed to
+    /// it with [`submit`]. A process that never runs Lua never waits for it (the thread ends
+    /// with the process).
     pub fn start() {
-        expect();
+        SLOT.expect(true);
         if std::thread::Builder::new()
             .name("lua-ahead".into())
-            .spawn(make)
+            .spawn(|| SLOT.serve(Fresh::make))
             .is_err()
         {
             // no thread to make it on: the run makes its own
+            SLOT.expect(false);
             SLOT.set(Slot::Empty);
         }
+    }
+
+    /// Hands a run to the thread [`start`] began, to do with the state made there; the run
+    /// back when that thread takes none (there is none, or it already did one, or its state
+    /// was taken by [`take`]).
+    pub(super) fn submit(job: Job) -> Result<(), Job> {
+        SLOT.submit(job)
     }
 
     /// The state made ahead, waiting for it if it is on its way; `None` when there is none.
     pub(super) fn take() -> Option<Fresh> {
         SLOT.take()
     }
+}
+
+/// Starts a run with a new [`Vm`] on a thread where blocking is fine: the thread that made
+/// the first state ahead when it still waits for a run, else tokio's blocking pool. `work`
+/// gets the VM (or why it could not be made); its value comes back on the receiver, which
+/// fails if `work` panicked.
+pub fn spawn<T: Send + 'static>(
+    host: Arc<Host>,
+    handle: tokio::runtime::Handle,
+    ctx: CallContext,
+    options: VmOptions,
+    work: impl FnOnce(Result<Vm>) -> T + Send + 'static,
+) -> tokio::sync::oneshot::Receiver<T> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let pool = handle.clone();
+    let job: ahead::Job = Box::new(move |fresh| {
+        // the ahead thread is not one of the runtime's: tool calls and timers need its context
+        let _context = handle.enter();
+        let vm = Vm::from_fresh(fresh, host, handle.clone(), ctx, options);
+        let _ = sender.send(work(vm));
+    });
+    if let Err(job) = ahead::submit(job) {
+        drop(pool.spawn_blocking(move || job(ahead::take())));
+    }
+    receiver
 }
 
 /// A sandboxed Lua state with the host API installed.
@@ -419,9 +580,26 @@ impl Vm {
         ctx: CallContext,
         options: VmOptions,
     ) -> Result<Vm> {
+        Vm::from_fresh(ahead::take(), host, handle, ctx, options)
+    }
+
+    /// [`Vm::new`] on a state made already (or on one made now, when `None`).
+    fn from_fresh(
+        fresh: Option<Fresh>,
+        host: Arc<Host>,
+        handle: tokio::runtime::Handle,
+        ctx: CallContext,
+        options: VmOptions,
+    ) -> Result<Vm> {
         let memory = options.limits.memory;
         let script_error = |e| lua_error(e, memory);
-        let Fresh { lua, prelude } = match ahead::take() {
+        let Fresh {
+            lua,
+            env,
+            runner,
+            bind,
+            run,
+        } = match fresh {
             Some(fresh) => fresh,
             None => Fresh::make().map_err(script_error)?,
         };
@@ -444,27 +622,15 @@ impl Vm {
             recording: AtomicBool::new(false),
             called: Mutex::new(Vec::new()),
         });
-        let api = build_api(&lua, &state, &options.params).map_err(script_error)?;
-        if let Some(config) = &options.config {
-            api.set(
-                "config",
-                convert::to_lua(&lua, &Json::Object(config.clone())).map_err(script_error)?,
-            )
-            .map_err(script_error)?;
+        if run.0.set(Arc::clone(&state)).is_err() {
+            unreachable!("a fresh state is bound to one run, once");
         }
-        let (env, runner): (Table, Function) = prelude.call(api).map_err(script_error)?;
-        // Nothing the prelude kept in the real globals may stay reachable.
-        let globals = lua.globals();
-        let mut keys = Vec::new();
-        globals
-            .for_each::<Value, Value>(|k, _| {
-                keys.push(k);
-                Ok(())
-            })
-            .map_err(script_error)?;
-        for k in keys {
-            globals.raw_set(k, Value::Nil).map_err(script_error)?;
-        }
+        let params = convert::to_lua(&lua, &Json::Object(options.params)).map_err(script_error)?;
+        let config = match options.config {
+            Some(config) => convert::to_lua(&lua, &Json::Object(config)).map_err(script_error)?,
+            None => Value::Nil,
+        };
+        bind.call::<()>((params, config)).map_err(script_error)?;
         let hook_state = Arc::clone(&state);
         super::hook::install(
             &lua,
@@ -713,15 +879,14 @@ fn error_table(lua: &Lua, code: &str, message: &str, tool: &str) -> mlua::Result
     Ok(t)
 }
 
-fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> mlua::Result<Table> {
+fn build_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
     let api = lua.create_table()?;
-    let memory = state.memory_limit;
 
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "check",
         lua.create_function(move |lua, mut args: MultiValue| {
-            s.check()?;
+            s.get()?.check()?;
             // what `pcall` caught from a host function is mlua's error value: the script gets
             // its message, with the script's line, as for any error Lua raises
             if matches!(args.front(), Some(Value::Boolean(false)))
@@ -733,32 +898,35 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
             Ok(args)
         })?,
     )?;
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "interrupted",
-        lua.create_function(move |_, ()| Ok(s.poll().is_some()))?,
+        lua.create_function(move |_, ()| Ok(s.get()?.poll().is_some()))?,
     )?;
 
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "write",
-        lua.create_function(move |_, text: mlua::LuaString| s.write(&text.to_string_lossy()))?,
+        lua.create_function(move |_, text: mlua::LuaString| {
+            s.get()?.write(&text.to_string_lossy())
+        })?,
     )?;
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "log",
         lua.create_function(move |_, (level, text): (String, mlua::LuaString)| {
-            s.log(&level, &text.to_string_lossy())
+            s.get()?.log(&level, &text.to_string_lossy())
         })?,
     )?;
 
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "sleep",
         lua.create_function(move |_, seconds: f64| {
             if !(seconds >= 0.0 && seconds.is_finite()) {
                 return Err(mlua::Error::runtime("sleep: seconds must be a number ≥ 0"));
             }
+            let s = s.get()?;
             s.check()?;
             let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let mut until = Instant::now() + Duration::from_secs_f64(seconds.min(1e9));
@@ -775,35 +943,38 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
         })?,
     )?;
 
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "call",
         lua.create_function(move |lua, (name, args): (mlua::LuaString, Value)| {
-            call_tool(lua, &s, &name.to_str()?, &args)
+            call_tool(lua, s.get()?, &name.to_str()?, &args)
         })?,
     )?;
 
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "tool_exists",
-        lua.create_function(move |_, name: String| Ok(s.host.registry().get(&name).is_some()))?,
+        lua.create_function(move |_, name: String| {
+            Ok(s.get()?.host.registry().get(&name).is_some())
+        })?,
     )?;
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "unknown_tool",
         lua.create_function(move |_, name: String| {
             let e = Error::UnknownTool {
-                suggestions: s.host.registry().closest(&name),
+                suggestions: s.get()?.host.registry().closest(&name),
                 name,
             };
             Ok(format!("tools: {e}"))
         })?,
     )?;
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "tool_list",
         lua.create_function(move |lua, ()| {
             let list: Vec<Json> = s
+                .get()?
                 .host
                 .tools(Profile::Full)
                 .iter()
@@ -820,11 +991,12 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
             convert::to_lua(lua, &Json::Array(list))
         })?,
     )?;
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "previews",
         lua.create_function(move |lua, ()| {
             let list: Vec<Json> = s
+                .get()?
                 .previews
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -860,10 +1032,12 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
             }
         })?,
     )?;
+    let s = run.clone();
     api.set(
         "json_decode",
         // (true, value), or (false, message) for the prelude to raise at the script's line
         lua.create_function(move |lua, text: mlua::LuaString| {
+            let memory = s.get()?.memory_limit;
             let refused = |m: String| refusal(lua, format!("json.decode: {m}"));
             // The parsed value lives outside the Lua memory limit until it is converted (at
             // tens of bytes per element), so the text it comes from is bounded by that limit.
@@ -885,23 +1059,19 @@ fn build_api(lua: &Lua, state: &Arc<RunState>, params: &Map<String, Json>) -> ml
     api.set("null", lua.null())?;
     api.set("array_mt", lua.array_metatable())?;
     api.set("version", env!("CARGO_PKG_VERSION"))?;
-    api.set(
-        "params",
-        convert::to_lua(lua, &Json::Object(params.clone()))?,
-    )?;
 
-    let s = Arc::clone(state);
+    let s = run.clone();
     api.set(
         "module_source",
         lua.create_function(move |_, name: String| {
-            Ok(match stdlib::module_source(&name, &s.modules) {
+            Ok(match stdlib::module_source(&name, &s.get()?.modules) {
                 Ok((src, chunk)) => (Some(src), chunk),
                 Err(msg) => (None, msg),
             })
         })?,
     )?;
 
-    api.set("patterns", pattern_api(lua, state)?)?;
+    api.set("patterns", pattern_api(lua, run)?)?;
     api.set(
         "source_check",
         lua.create_function(|_, (src, name): (mlua::LuaString, Option<String>)| {
@@ -1020,14 +1190,17 @@ fn lua_type_name(v: &Value) -> &'static str {
     }
 }
 
-fn pattern_api(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
+fn pattern_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let stopper = |s: &Arc<RunState>| {
-        let s = Arc::clone(s);
-        move || s.poll().map(|why| s.message(why))
+    let stopper = |run: &RunCell| {
+        let run = run.clone();
+        move || {
+            let s = run.get().ok()?;
+            s.poll().map(|why| s.message(why))
+        }
     };
     for (key, find) in [("find", true), ("match", false)] {
-        let stop = stopper(state);
+        let stop = stopper(run);
         t.set(
             key,
             lua.create_function(
@@ -1045,7 +1218,7 @@ fn pattern_api(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
             )?,
         )?;
     }
-    let stop: Arc<dyn Fn() -> Option<String> + Send + Sync> = Arc::new(stopper(state));
+    let stop: Arc<dyn Fn() -> Option<String> + Send + Sync> = Arc::new(stopper(run));
     t.set(
         "gmatch",
         lua.create_function(
@@ -1054,7 +1227,7 @@ fn pattern_api(lua: &Lua, state: &Arc<RunState>) -> mlua::Result<Table> {
             },
         )?,
     )?;
-    let stop = stopper(state);
+    let stop = stopper(run);
     t.set(
         "gsub",
         lua.create_function(
@@ -1096,7 +1269,7 @@ mod tests {
             ahead.take().is_none(),
             "nothing announced: nothing to wait for"
         );
-        ahead.expect();
+        ahead.expect(false);
         let maker = Arc::clone(&ahead);
         let thread = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
@@ -1104,19 +1277,124 @@ mod tests {
         });
         // announced but not made yet: the taker waits for it rather than getting nothing
         let fresh = ahead.take().expect("the announced state");
-        let f: mlua::Function = fresh.prelude;
-        assert!(f.info().what == "main", "the prelude, compiled and not run");
+        assert!(
+            fresh.env.contains_key("tools").unwrap(),
+            "the prelude ran: the script environment is there"
+        );
         assert!(ahead.take().is_none(), "taken once");
         thread.join().unwrap();
+    }
+
+    /// What a handed-over run got, and on which thread it ran.
+    fn handed_over(
+        ahead: &Arc<Ahead>,
+    ) -> (
+        Result<(), super::ahead::Job>,
+        std::sync::mpsc::Receiver<(bool, std::thread::ThreadId)>,
+    ) {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let job: super::ahead::Job = Box::new(move |fresh| {
+            let _ = sender.send((fresh.is_some(), std::thread::current().id()));
+        });
+        (ahead.submit(job), receiver)
+    }
+
+    #[test]
+    fn a_run_handed_over_runs_with_the_state_on_the_thread_that_made_it() {
+        let ahead = Arc::new(Ahead::new());
+        ahead.expect(true);
+        let server = Arc::clone(&ahead);
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            server.serve(Fresh::make);
+        });
+        let maker = thread.thread().id();
+        // handed over while the state is still being made
+        let (submitted, ran) = handed_over(&ahead);
+        assert!(submitted.is_ok());
+        assert_eq!(
+            ran.recv().unwrap(),
+            (true, maker),
+            "with the state, on its thread"
+        );
+        thread.join().unwrap();
+        // one run only: the next is handed back, for a thread of its own
+        assert!(handed_over(&ahead).0.is_err());
+        assert!(ahead.take().is_none(), "the state went with the run");
+    }
+
+    #[test]
+    fn a_state_taken_elsewhere_ends_the_wait_for_a_run_and_hands_later_runs_back() {
+        let ahead = Arc::new(Ahead::new());
+        ahead.expect(true);
+        let server = Arc::clone(&ahead);
+        let thread = std::thread::spawn(move || server.serve(Fresh::make));
+        assert!(ahead.take().is_some(), "Vm::new elsewhere takes the state");
+        // the serving thread notices and ends, without a run
+        thread.join().unwrap();
+        assert!(handed_over(&ahead).0.is_err());
+    }
+
+    #[test]
+    fn a_run_handed_over_while_making_fails_gets_no_state_and_still_runs() {
+        let ahead = Arc::new(Ahead::new());
+        ahead.expect(true);
+        let (submitted, ran) = handed_over(&ahead);
+        assert!(submitted.is_ok());
+        let server = Arc::clone(&ahead);
+        std::thread::spawn(move || server.serve(|| Err(mlua::Error::runtime("no memory"))))
+            .join()
+            .unwrap();
+        assert!(!ran.recv().unwrap().0, "no state: the run makes its own");
+        // a maker that panics with no run waiting leaves nothing waiting either
+        ahead.expect(true);
+        let server = Arc::clone(&ahead);
+        assert!(
+            std::thread::spawn(move || server.serve(|| panic!("a maker that panics")))
+                .join()
+                .is_err()
+        );
+        assert!(handed_over(&ahead).0.is_err(), "the thread is gone");
+        assert!(ahead.take().is_none());
+    }
+
+    #[test]
+    fn the_prelude_bytecode_from_the_build_loads_and_is_the_prelude() {
+        use mlua::chunk::ChunkMode;
+        // a native build always makes it (build.rs); an empty one means text at every start
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(!super::PRELUDE_BYTECODE.is_empty());
+        }
+        let lua = mlua::Lua::new();
+        let binary = lua
+            .load(super::PRELUDE_BYTECODE)
+            .set_name("=prelude")
+            .set_mode(ChunkMode::Binary)
+            .into_function()
+            .expect("the VM this binary links loads the build's bytecode");
+        let text = lua
+            .load(super::PRELUDE)
+            .set_name("=prelude")
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .unwrap();
+        // the same function: compiled from the same text, so the same dump
+        assert_eq!(binary.dump(false), text.dump(false));
+        let info = binary.info();
+        assert_eq!(
+            info.source.as_deref(),
+            Some("=prelude"),
+            "error lines name the prelude"
+        );
     }
 
     #[test]
     fn a_failed_or_panicking_maker_does_not_leave_takers_waiting() {
         let ahead = Arc::new(Ahead::new());
-        ahead.expect();
+        ahead.expect(false);
         ahead.make(|| Err(mlua::Error::runtime("no memory")));
         assert!(ahead.take().is_none());
-        ahead.expect();
+        ahead.expect(false);
         let maker = Arc::clone(&ahead);
         let panicked = std::thread::spawn(move || maker.make(|| panic!("a maker that panics")))
             .join()
