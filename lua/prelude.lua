@@ -494,6 +494,10 @@ local tool_error_mt = {
 }
 
 
+-- The error values tools.NAME raised (weak: an error caught and dropped is not kept), so that
+-- the runner can say which uncaught error was a tool's refusal.
+local raised = raw_setmetatable({}, { __mode = "k" })
+
 local tool_functions = {}
 local tools = raw_setmetatable({}, {
   __index = function(_, name)
@@ -519,6 +523,7 @@ local tools = raw_setmetatable({}, {
       if raw_type(result) == "string" then
         raw_error(result, 2)
       end
+      raised[result] = true
       raw_error(raw_setmetatable(result, tool_error_mt), 2)
     end
     tool_functions[name] = f
@@ -589,13 +594,20 @@ end
 
 env._G = env
 
--- The top-level runner: runs a chunk and turns an uncaught error into one readable string.
+-- The top-level runner: runs a chunk and turns an uncaught error into one readable string,
+-- and the code of the tool error it was, when it was one (`denied` ends `lmcp run` with the
+-- exit code of a refusal).
+local uncaught_code
+
 local function describe(e)
   if interrupted() then
     return e
   end
   if raw_type(e) == "string" then
     return e
+  end
+  if raised[e] then
+    uncaught_code = raw_rawget(e, "code")
   end
   local ok, text = raw_pcall(raw_tostring, e)
   if ok and raw_type(text) == "string" then
@@ -604,8 +616,16 @@ local function describe(e)
   return "(an error value that cannot be shown: " .. raw_type(e) .. ")"
 end
 
+local function finish(ok, ...)
+  if ok then
+    return ok, ...
+  end
+  return false, (...), uncaught_code
+end
+
 local function run(f, ...)
-  return raw_xpcall(f, describe, ...)
+  uncaught_code = nil
+  return finish(raw_xpcall(f, describe, ...))
 end
 
 return env, run, bind

@@ -143,6 +143,11 @@ pub enum Error {
     #[error("{message}")]
     Script { message: String },
 
+    /// A Lua script stopped on a tool call it did not catch, which was refused (`denied`, or
+    /// `needs_confirmation`): the run was refused, with the exit code of a refusal.
+    #[error("{message}")]
+    ScriptRefused { message: String, refusal: String },
+
     /// A step of a program failed; the steps completed before it are kept so the caller can
     /// inspect their side effects before retrying.
     #[error("{0}")]
@@ -242,7 +247,7 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::Header { .. } => "header",
             Error::Manifest { .. } => "manifest",
-            Error::Script { .. } => "script_error",
+            Error::Script { .. } | Error::ScriptRefused { .. } => "script_error",
             Error::StepFailed(_) => "step_failed",
         }
     }
@@ -257,11 +262,24 @@ impl Error {
             | Error::Header { .. }
             | Error::Manifest { .. }
             | Error::Definition { .. } => 2,
-            Error::Denied { .. } | Error::NeedsConfirmation { .. } | Error::Unavailable { .. } => 3,
-            Error::StepFailed(f) if matches!(f.class.as_str(), "denied" | "needs_confirmation") => {
-                3
-            }
+            Error::Unavailable { .. } => 3,
+            _ if self.refusal().is_some() => 3,
             _ => 1,
+        }
+    }
+
+    /// `denied` or `needs_confirmation` when this error is, or ends in, a refused call: a
+    /// program's step, or a script's uncaught tool error, however deeply nested the program
+    /// that was refused.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            Error::Denied { .. } => Some("denied"),
+            Error::NeedsConfirmation { .. } => Some("needs_confirmation"),
+            Error::StepFailed(f) if matches!(f.class.as_str(), "denied" | "needs_confirmation") => {
+                Some(&f.class)
+            }
+            Error::ScriptRefused { refusal, .. } => Some(refusal),
+            _ => None,
         }
     }
 
@@ -285,6 +303,7 @@ impl Error {
                 "run": f.run,
             })),
             Error::Reported { result, .. } => Some((**result).clone()),
+            Error::ScriptRefused { refusal, .. } => Some(serde_json::json!({"refusal": refusal})),
             _ => None,
         }
     }

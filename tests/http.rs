@@ -682,6 +682,60 @@ fn a_long_call_is_cancelled_by_its_client() {
     assert_eq!(called["result"]["structuredContent"]["value"], 2);
 }
 
+/// A session its client closes (`DELETE`) cancels the calls it still has running: they do
+/// not run on to their own time limit for a client that is gone. (rmcp cancels a closed
+/// session's requests; this holds the server to it.)
+#[test]
+fn closing_a_session_cancels_its_running_calls() {
+    let home = tempfile::tempdir().unwrap();
+    let def = json!({"name": "user_spin", "description": "Spins until stopped",
+                     "lua": "---@timeout 600\nlocal n = 0 while true do n = n + 1 end"});
+    lmcp_ok(
+        home.path(),
+        &["call", "custom_tool_create", &def.to_string(), "--yes"],
+    );
+    let server = Server::start(home.path());
+    let session = open_session(&server);
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "user_spin", "arguments": {}}})
+    .to_string();
+    let mut s = server.post_open(&session, &call, 20);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let (status, _, _) = server.send(
+        "DELETE",
+        "/mcp",
+        &[
+            ("Authorization", &format!("Bearer {}", server.token)),
+            ("Mcp-Session-Id", session.as_str()),
+        ],
+        "",
+    );
+    assert_eq!(status, 204);
+    let mut rest = String::new();
+    let _ = s.read_to_string(&mut rest);
+    assert!(!rest.contains("\"id\":9,\"result\""), "{rest}");
+    // the run was stopped, and recorded as cancelled, long before its 600 s
+    let mut history = Value::Null;
+    for _ in 0..200 {
+        history = common::json_out(&lmcp_ok(home.path(), &["--json", "history"]));
+        if history.to_string().contains("cancel") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(history.to_string().contains("cancel"), "{history}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    // and the server goes on
+    let called = modern(
+        &server,
+        10,
+        "tools/call",
+        json!({"name": "calculate", "arguments": {"expression": "1+1"}}),
+    );
+    assert_eq!(called["result"]["structuredContent"]["value"], 2);
+}
+
 #[test]
 fn a_write_is_confirmed_through_an_input_required_result_and_a_retry() {
     // the 2026-07-28 generation: the question comes back as the result, and the answer as a

@@ -143,16 +143,67 @@ fn exit_codes_and_messages() {
     assert_eq!(code(&["run", "/no/such/file.lua"]), 1);
     let not_lua = write(d, "x.txt", "return 1");
     assert_eq!(code(&["run", &not_lua]), 2);
-    // denied calls surface as catchable errors, and uncaught they fail the run
+    // denied calls surface as catchable errors, and uncaught they fail the run as refused (3)
     assert_eq!(code(&["grants", "deny", "calculate"]), 0);
     let denied = write(d, "d.lua", "return tools.calculate{expression = '1'}");
     let out = lmcp(d, &["run", &denied]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("denied: `calculate` was denied"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let v = json_out(&lmcp(d, &["run", &denied, "--json"]));
+    assert_eq!(v["error"]["class"], "script_error", "{v}");
+    assert_eq!(v["error"]["details"]["refusal"], "denied", "{v}");
+    // caught and raised again it is still the refusal; caught and replaced, a script error
+    let again = write(
+        d,
+        "a.lua",
+        "local ok, e = pcall(tools.calculate, {expression = '1'})\nerror(e)",
+    );
+    assert_eq!(code(&["run", &again]), 3);
+    let replaced = write(
+        d,
+        "r.lua",
+        "local ok, e = pcall(tools.calculate, {expression = '1'})\nerror('gave up')",
+    );
+    assert_eq!(code(&["run", &replaced]), 1);
+    // a table that only looks like a tool's error is the script's own
+    let forged = write(d, "f2.lua", "error({code = 'denied', message = 'no'})");
+    assert_eq!(code(&["run", &forged]), 1);
+    // refused inside programs: a Lua tool, a script over it, and a JSON-step tool
+    let lua_tool = json!({"name": "user_sum", "description": "Adds through calculate",
+        "lua": "---@uses calculate\nreturn tools.calculate{expression = '1+1'}"});
+    let steps_tool = json!({"name": "user_step", "description": "Adds by a step",
+        "steps": [{"id": "s", "tool": "calculate", "arguments": {"expression": "1+1"}}]});
+    for def in [&lua_tool, &steps_tool] {
+        assert_eq!(
+            code(&["call", "custom_tool_create", &def.to_string(), "--yes"]),
+            0,
+            "{def}"
+        );
+    }
+    for tool in ["user_sum", "user_step"] {
+        assert_eq!(code(&["call", tool, "{}", "--yes"]), 3, "{tool}");
+    }
+    let over = write(d, "o.lua", "return tools.user_sum{}");
+    let out = lmcp(d, &["run", &over, "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // a failure that is no refusal stays a failure
+    assert_eq!(code(&["grants", "allow", "calculate"]), 0);
+    let failing = json!({"name": "user_bad", "description": "Fails",
+        "lua": "---@uses calculate\nreturn tools.calculate{expression = '1+'}"});
+    assert_eq!(
+        code(&["call", "custom_tool_create", &failing.to_string(), "--yes"]),
+        0
+    );
+    assert_eq!(code(&["call", "user_bad", "{}", "--yes"]), 1);
 }
 
 #[test]

@@ -278,7 +278,8 @@ pub fn step_failed(
         program: program.to_string(),
         step: step.to_string(),
         tool: tool.to_string(),
-        class: error.class().to_string(),
+        // a refusal inside a nested program stays a refusal
+        class: error.refusal().unwrap_or(error.class()).to_string(),
         message: error.to_string(),
         completed: done.iter().map(StepRecord::summary).collect(),
         run: None,

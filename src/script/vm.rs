@@ -542,21 +542,29 @@ pub mod ahead {
 /// Starts a run with a new [`Vm`] on a thread where blocking is fine: the thread that made
 /// the first state ahead when it still waits for a run, else tokio's blocking pool. `work`
 /// gets the VM (or why it could not be made); its value comes back on the receiver, which
-/// fails if `work` panicked.
+/// fails if `work` panicked. The VM is closed after its value was sent, so that closing it
+/// (freeing every Lua object) is not on the caller's path.
 pub fn spawn<T: Send + 'static>(
     host: Arc<Host>,
     handle: tokio::runtime::Handle,
     ctx: CallContext,
     options: VmOptions,
-    work: impl FnOnce(Result<Vm>) -> T + Send + 'static,
+    work: impl FnOnce(Result<&Vm>) -> T + Send + 'static,
 ) -> tokio::sync::oneshot::Receiver<T> {
     let (sender, receiver) = tokio::sync::oneshot::channel();
     let pool = handle.clone();
     let job: ahead::Job = Box::new(move |fresh| {
         // the ahead thread is not one of the runtime's: tool calls and timers need its context
         let _context = handle.enter();
-        let vm = Vm::from_fresh(fresh, host, handle.clone(), ctx, options);
-        let _ = sender.send(work(vm));
+        match Vm::from_fresh(fresh, host, handle.clone(), ctx, options) {
+            Ok(vm) => {
+                let _ = sender.send(work(Ok(&vm)));
+                drop(vm);
+            }
+            Err(e) => {
+                let _ = sender.send(work(Err(e)));
+            }
+        }
     });
     if let Err(job) = ahead::submit(job) {
         drop(pool.spawn_blocking(move || job(ahead::take())));
@@ -713,9 +721,20 @@ impl Vm {
                 if message.contains("not enough memory") {
                     return Err(memory_error(self.state.memory_limit));
                 }
-                Err(Error::Script {
-                    message: clean_message(&message),
-                })
+                let message = clean_message(&message);
+                // an uncaught tool error that was a refusal: the run was refused, as a JSON
+                // step refused the same way
+                let code = match values.next() {
+                    Some(Value::String(code)) => code.to_string_lossy(),
+                    _ => String::new(),
+                };
+                match code.as_str() {
+                    "denied" | "needs_confirmation" => Err(Error::ScriptRefused {
+                        message,
+                        refusal: code,
+                    }),
+                    _ => Err(Error::Script { message }),
+                }
             }
         }
     }
@@ -1164,7 +1183,8 @@ fn call_tool(
         Outcome::Failed(e) => {
             // An interrupted run must stop, not hand the script a catchable tool error.
             s.check()?;
-            let t = error_table(lua, e.class(), &e.to_string(), name)?;
+            // a refusal inside a nested program is a refusal to this script too
+            let t = error_table(lua, e.refusal().unwrap_or(e.class()), &e.to_string(), name)?;
             if let Some(d) = e.details() {
                 // The completed steps of a failed program: a script can inspect side effects.
                 t.raw_set("details", convert::to_lua(lua, &d)?)?;
