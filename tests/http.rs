@@ -631,62 +631,18 @@ fn a_write_is_confirmed_through_elicitation_over_the_stream() {
     assert_eq!(std::fs::read_to_string(written).unwrap(), "yes");
 }
 
-#[test]
-fn a_long_call_is_cancelled_by_its_client() {
-    let home = tempfile::tempdir().unwrap();
-    let def = json!({"name": "user_spin", "description": "Spins until stopped",
-                     "lua": "local n = 0 while true do n = n + 1 end"});
-    lmcp_ok(
-        home.path(),
-        &["call", "custom_tool_create", &def.to_string(), "--yes"],
-    );
-    let server = Server::start(home.path());
-    let session = open_session(&server);
-    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-        "params": {"name": "user_spin", "arguments": {}}})
-    .to_string();
-    let mut s = server.post_open(&session, &call, 20);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let started = std::time::Instant::now();
-    let (status, _, _) = server.rpc(
-        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": 9, "reason": "the person stopped it"}}),
-        &[
-            ("Mcp-Session-Id", session.as_str()),
-            ("MCP-Protocol-Version", "2025-11-25"),
-        ],
-    );
-    assert_eq!(status, 202);
-    // the call's stream ends without a result, long before the run's own time limit
-    let mut rest = String::new();
-    let read = s.read_to_string(&mut rest);
-    assert!(read.is_ok(), "the stream did not end: {read:?}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(15));
-    assert!(!rest.contains("\"id\":9,\"result\""), "{rest}");
-    // the history says so, and the server goes on
-    let mut history = Value::Null;
-    for _ in 0..100 {
-        history = common::json_out(&lmcp_ok(home.path(), &["--json", "history"]));
-        if history.to_string().contains("cancel") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(history.to_string().contains("cancel"), "{history}");
-    let called = modern(
-        &server,
-        10,
-        "tools/call",
-        json!({"name": "calculate", "arguments": {"expression": "1+1"}}),
-    );
-    assert_eq!(called["result"]["structuredContent"]["value"], 2);
+/// How a test stops a long call: the client's `notifications/cancelled`, or its `DELETE` of
+/// the whole session.
+#[derive(Clone, Copy)]
+enum Stop {
+    Cancel,
+    CloseSession,
 }
 
-/// A session its client closes (`DELETE`) cancels the calls it still has running: they do
-/// not run on to their own time limit for a client that is gone. (rmcp cancels a closed
-/// session's requests; this holds the server to it.)
-#[test]
-fn closing_a_session_cancels_its_running_calls() {
+/// Starts a call that spins for ever, stops it as `stop` says, and checks that its stream ends
+/// without a result long before the run's own time limit, that the history records it as
+/// cancelled, and that the server goes on.
+fn a_spinning_call_stops(stop: Stop) {
     let home = tempfile::tempdir().unwrap();
     let def = json!({"name": "user_spin", "description": "Spins until stopped",
                      "lua": "---@timeout 600\nlocal n = 0 while true do n = n + 1 end"});
@@ -702,20 +658,44 @@ fn closing_a_session_cancels_its_running_calls() {
     let mut s = server.post_open(&session, &call, 20);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let started = std::time::Instant::now();
-    let (status, _, _) = server.send(
-        "DELETE",
-        "/mcp",
-        &[
-            ("Authorization", &format!("Bearer {}", server.token)),
-            ("Mcp-Session-Id", session.as_str()),
-        ],
-        "",
+    let status = match stop {
+        Stop::Cancel => {
+            server
+                .rpc(
+                    &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": 9, "reason": "the person stopped it"}}),
+                    &[
+                        ("Mcp-Session-Id", session.as_str()),
+                        ("MCP-Protocol-Version", "2025-11-25"),
+                    ],
+                )
+                .0
+        }
+        Stop::CloseSession => {
+            server
+                .send(
+                    "DELETE",
+                    "/mcp",
+                    &[
+                        ("Authorization", &format!("Bearer {}", server.token)),
+                        ("Mcp-Session-Id", session.as_str()),
+                    ],
+                    "",
+                )
+                .0
+        }
+    };
+    assert_eq!(
+        status,
+        match stop {
+            Stop::Cancel => 202,
+            Stop::CloseSession => 204,
+        }
     );
-    assert_eq!(status, 204);
     let mut rest = String::new();
-    let _ = s.read_to_string(&mut rest);
+    let read = s.read_to_string(&mut rest);
+    assert!(read.is_ok(), "the stream did not end: {read:?}");
     assert!(!rest.contains("\"id\":9,\"result\""), "{rest}");
-    // the run was stopped, and recorded as cancelled, long before its 600 s
     let mut history = Value::Null;
     for _ in 0..200 {
         history = common::json_out(&lmcp_ok(home.path(), &["--json", "history"]));
@@ -726,7 +706,6 @@ fn closing_a_session_cancels_its_running_calls() {
     }
     assert!(history.to_string().contains("cancel"), "{history}");
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
-    // and the server goes on
     let called = modern(
         &server,
         10,
@@ -734,6 +713,19 @@ fn closing_a_session_cancels_its_running_calls() {
         json!({"name": "calculate", "arguments": {"expression": "1+1"}}),
     );
     assert_eq!(called["result"]["structuredContent"]["value"], 2);
+}
+
+#[test]
+fn a_long_call_is_cancelled_by_its_client() {
+    a_spinning_call_stops(Stop::Cancel);
+}
+
+/// A session its client closes (`DELETE`) cancels the calls it still has running: they do
+/// not run on to their own time limit for a client that is gone. (rmcp cancels a closed
+/// session's requests; this holds the server to it.)
+#[test]
+fn closing_a_session_cancels_its_running_calls() {
+    a_spinning_call_stops(Stop::CloseSession);
 }
 
 #[test]
