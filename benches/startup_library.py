@@ -1,6 +1,7 @@
 """Start-up against library size: `lmcp run` of a one-line script with an empty library and with
 1,000 saved custom tools and 100 installed skills, against `lua5.4` running the same line, in
-one run (hyperfine, -N, medians of 100 runs; lua5.4 beside each library's run).
+one run (hyperfine, -N; medians of 200 runs per command, taken in 5 rounds that alternate the
+libraries, lua5.4 beside each library's round).
 
 The library is written the way lmcp stores it (definition files in data/tools/, skill folders in
 data/skills/ with SKILL.md, scripts/ and meta.json), half the custom tools JSON steps and half
@@ -14,10 +15,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+ROUNDS = 5
+RUNS = 200  # per command and library, over all rounds
 
 STEPS = {
     "format": 1,
@@ -89,24 +94,33 @@ def main(binary: str) -> None:
         if listed != 1000 + 200 or out.stderr.strip():
             sys.exit(f"the library did not load whole: {listed} tools listed; {out.stderr[-500:]}")
         # No `env` wrapper (its exec would count against lmcp only): each library gets its own
-        # hyperfine run with LMCP_HOME in the environment, lua5.4 measured in both.
-        med = {}
-        for name, home in [("empty", empty), ("full", full)]:
-            result = root / f"{name}.json"
-            subprocess.run(
-                ["hyperfine", "-N", "--warmup", "10", "--runs", "100", "--export-json", str(result),
-                 "-n", name, f"{binary} run {script}", "-n", "lua5.4", f"lua5.4 {script}"],
-                check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, LMCP_HOME=str(home)),
-            )
-            r = {x["command"]: x["median"] * 1000 for x in json.loads(result.read_text())["results"]}
-            med[name] = r[name]
-            med[f"lua5.4 ({name})"] = r["lua5.4"]
+        # hyperfine run with LMCP_HOME in the environment, lua5.4 measured in both. The machine's
+        # speed drifts over seconds, so the runs come in rounds that take turns (empty, full,
+        # empty, ...), each with lua5.4 beside it, and the medians are over every round's runs.
+        times: dict[str, list[float]] = {}
+        ratios = []
+        for turn in range(ROUNDS):
+            for name, home in [("empty", empty), ("full", full)]:
+                result = root / f"{name}-{turn}.json"
+                subprocess.run(
+                    ["hyperfine", "-N", "--warmup", "5", "--runs", str(RUNS // ROUNDS), "--export-json", str(result),
+                     "-n", name, f"{binary} run {script}", "-n", "lua5.4", f"lua5.4 {script}"],
+                    check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, LMCP_HOME=str(home)),
+                )
+                r = {x["command"]: x["times"] for x in json.loads(result.read_text())["results"]}
+                times.setdefault(name, []).extend(r[name])
+                times.setdefault(f"lua5.4 ({name})", []).extend(r["lua5.4"])
+                if name == "full":
+                    ratios.append(statistics.median(r[name]) / statistics.median(r["lua5.4"]))
+        med = {k: statistics.median(v) * 1000 for k, v in times.items()}
         lua = min(med["lua5.4 (empty)"], med["lua5.4 (full)"])
         print(f"lmcp run, empty library: {med['empty']:.2f} ms; 1,000 tools + 100 skills: {med['full']:.2f} ms; "
-              f"lua5.4: {med['lua5.4 (empty)']:.2f} / {med['lua5.4 (full)']:.2f} ms")
+              f"lua5.4: {med['lua5.4 (empty)']:.2f} / {med['lua5.4 (full)']:.2f} ms "
+              f"(medians of {RUNS} runs each, in {ROUNDS} rounds)")
         print(f"full / empty {med['full'] / med['empty']:.2f}x (goal <= 1.5x), "
               f"full / lua5.4 {med['full'] / med['lua5.4 (full)']:.2f}x (goal <= 2.5x; the faster lua5.4 run: "
               f"{med['full'] / lua:.2f}x)")
+        print("full / lua5.4 round by round: " + ", ".join(f"{r:.2f}x" for r in ratios))
 
 
 if __name__ == "__main__":

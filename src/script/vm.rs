@@ -368,7 +368,9 @@ fn load_prelude(lua: &Lua) -> mlua::Result<Function> {
 /// first [`Vm::new`] elsewhere takes the state; every later one (and any when none was made)
 /// makes its own.
 pub mod ahead {
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
 
     use super::Fresh;
 
@@ -395,6 +397,9 @@ pub mod ahead {
     pub(super) struct Ahead {
         inner: Mutex<Inner>,
         changed: Condvar,
+        /// Set with every run handed over and every state taken: what a thread spinning for
+        /// a run watches (see [`Ahead::serve`]).
+        poked: AtomicBool,
     }
 
     pub(super) static SLOT: Ahead = Ahead::new();
@@ -408,6 +413,7 @@ pub mod ahead {
                     serving: false,
                 }),
                 changed: Condvar::new(),
+                poked: AtomicBool::new(false),
             }
         }
 
@@ -448,7 +454,10 @@ pub mod ahead {
 
         /// Makes the state, then runs the run handed over meanwhile or later with it; returns
         /// once the state was taken elsewhere instead, or making it failed with no run waiting.
-        pub(super) fn serve(&self, make: impl FnOnce() -> mlua::Result<Fresh>) {
+        /// For up to `spin` it watches for the run on its CPU rather than sleep: waking a
+        /// sleeping thread on another CPU took 40 to 280 us here, a good part of a one-line
+        /// `lmcp run` (give `ZERO` when this thread shares its CPU with the one it waits for).
+        pub(super) fn serve(&self, make: impl FnOnce() -> mlua::Result<Fresh>, spin: Duration) {
             struct Done<'a>(&'a Ahead);
             impl Drop for Done<'_> {
                 fn drop(&mut self) {
@@ -458,6 +467,10 @@ pub mod ahead {
             }
             let _done = Done(self);
             self.make(make);
+            let until = Instant::now() + spin;
+            while !self.poked.load(Ordering::Acquire) && Instant::now() < until {
+                std::hint::spin_loop();
+            }
             let mut inner = self.lock();
             loop {
                 if let Some(job) = inner.job.take() {
@@ -487,6 +500,7 @@ pub mod ahead {
             {
                 inner.job = Some(job);
                 drop(inner);
+                self.poked.store(true, Ordering::Release);
                 self.changed.notify_all();
                 Ok(())
             } else {
@@ -505,6 +519,7 @@ pub mod ahead {
             };
             drop(inner);
             // the thread that made it stops waiting for a run
+            self.poked.store(true, Ordering::Release);
             self.changed.notify_all();
             taken
         }
@@ -515,14 +530,129 @@ pub mod ahead {
     /// with the process).
     pub fn start() {
         SLOT.expect(true);
-        if std::thread::Builder::new()
+        let cpus = cpu::Elsewhere::here();
+        let spawned = std::thread::Builder::new()
             .name("lua-ahead".into())
-            .spawn(|| SLOT.serve(Fresh::make))
-            .is_err()
-        {
-            // no thread to make it on: the run makes its own
-            SLOT.expect(false);
-            SLOT.set(Slot::Empty);
+            .spawn(move || {
+                cpus.leave();
+                SLOT.serve(
+                    || {
+                        let made = Fresh::make();
+                        // the run may go where the scheduler likes
+                        cpus.release();
+                        made
+                    },
+                    cpus.spin(),
+                )
+            });
+        match spawned {
+            Ok(thread) => cpus.send(&thread),
+            Err(_) => {
+                // no thread to make it on: the run makes its own
+                SLOT.expect(false);
+                SLOT.set(Slot::Empty);
+            }
+        }
+    }
+
+    /// Another CPU for the thread that makes the state. Linux starts a new thread on the CPU
+    /// of the thread that made it, where it waits for that one to block: measured, the state
+    /// began to be made only once the host was open and the run asked for it, so nothing was
+    /// made ahead at all. Sent to another CPU (when the process may use one), it is made
+    /// while this thread reads the command line and opens the host; once made, the thread may
+    /// run anywhere again.
+    pub(in crate::script::vm) mod cpu {
+        /// The longest a thread with a CPU of its own spins for its run, once per process: the
+        /// run was handed over 0.05 to 0.3 ms after the state was made (a one-line `lmcp run`).
+        #[cfg(target_os = "linux")]
+        const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
+
+        #[cfg(target_os = "linux")]
+        #[derive(Clone, Copy)]
+        pub(in crate::script::vm) struct Elsewhere {
+            /// The CPUs this process may use, and those of them other than the starting
+            /// thread's; `None` when there are no others.
+            sets: Option<(libc::cpu_set_t, libc::cpu_set_t)>,
+        }
+
+        #[cfg(target_os = "linux")]
+        impl Elsewhere {
+            const SIZE: usize = std::mem::size_of::<libc::cpu_set_t>();
+
+            /// The CPUs around the calling thread, which is about to start the other.
+            pub(in crate::script::vm) fn here() -> Elsewhere {
+                // SAFETY: plain system calls on zeroed sets of the size they are told
+                let sets = unsafe {
+                    let mut all: libc::cpu_set_t = std::mem::zeroed();
+                    let here = libc::sched_getcpu();
+                    if libc::sched_getaffinity(0, Self::SIZE, &mut all) != 0 || here < 0 {
+                        None
+                    } else {
+                        let mut others = all;
+                        libc::CPU_CLR(here as usize, &mut others);
+                        (libc::CPU_COUNT(&others) > 0).then_some((all, others))
+                    }
+                };
+                Elsewhere { sets }
+            }
+
+            /// Moves the calling thread (the new one) off the starting thread's CPU: the first
+            /// thing it does, as it may have started there ahead of the starting thread.
+            pub(in crate::script::vm) fn leave(&self) {
+                if let Some((_, others)) = &self.sets {
+                    // SAFETY: a system call on the calling thread with a full-sized set
+                    unsafe {
+                        libc::sched_setaffinity(0, Self::SIZE, others);
+                    }
+                }
+            }
+
+            /// Moves `thread` off this CPU, from the starting thread, in case it has not run yet.
+            pub(in crate::script::vm) fn send(&self, thread: &std::thread::JoinHandle<()>) {
+                use std::os::unix::thread::JoinHandleExt;
+                if let Some((_, others)) = &self.sets {
+                    // SAFETY: the thread handle is alive (a thread that ended already makes
+                    // the call fail, which is fine: it no longer needs a CPU)
+                    unsafe {
+                        libc::pthread_setaffinity_np(thread.as_pthread_t(), Self::SIZE, others);
+                    }
+                }
+            }
+
+            /// How long the thread may spin for its run: a while when it has a CPU of its own.
+            pub(in crate::script::vm) fn spin(&self) -> std::time::Duration {
+                match self.sets {
+                    Some(_) => SPIN,
+                    None => std::time::Duration::ZERO,
+                }
+            }
+
+            /// Lets the calling thread run on every CPU the process may use again.
+            pub(in crate::script::vm) fn release(&self) {
+                if let Some((all, _)) = &self.sets {
+                    // SAFETY: a system call on the calling thread with a full-sized set
+                    unsafe {
+                        libc::sched_setaffinity(0, Self::SIZE, all);
+                    }
+                }
+            }
+        }
+
+        #[cfg(not(target_os = "linux"))]
+        #[derive(Clone, Copy)]
+        pub(in crate::script::vm) struct Elsewhere;
+
+        #[cfg(not(target_os = "linux"))]
+        impl Elsewhere {
+            pub(in crate::script::vm) fn here() -> Elsewhere {
+                Elsewhere
+            }
+            pub(in crate::script::vm) fn leave(&self) {}
+            pub(in crate::script::vm) fn send(&self, _: &std::thread::JoinHandle<()>) {}
+            pub(in crate::script::vm) fn spin(&self) -> std::time::Duration {
+                std::time::Duration::ZERO
+            }
+            pub(in crate::script::vm) fn release(&self) {}
         }
     }
 
@@ -1326,7 +1456,7 @@ mod tests {
         let server = Arc::clone(&ahead);
         let thread = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
-            server.serve(Fresh::make);
+            server.serve(Fresh::make, Duration::ZERO);
         });
         let maker = thread.thread().id();
         // handed over while the state is still being made
@@ -1348,7 +1478,8 @@ mod tests {
         let ahead = Arc::new(Ahead::new());
         ahead.expect(true);
         let server = Arc::clone(&ahead);
-        let thread = std::thread::spawn(move || server.serve(Fresh::make));
+        let thread =
+            std::thread::spawn(move || server.serve(Fresh::make, Duration::from_millis(20)));
         assert!(ahead.take().is_some(), "Vm::new elsewhere takes the state");
         // the serving thread notices and ends, without a run
         thread.join().unwrap();
@@ -1362,17 +1493,21 @@ mod tests {
         let (submitted, ran) = handed_over(&ahead);
         assert!(submitted.is_ok());
         let server = Arc::clone(&ahead);
-        std::thread::spawn(move || server.serve(|| Err(mlua::Error::runtime("no memory"))))
-            .join()
-            .unwrap();
+        std::thread::spawn(move || {
+            server.serve(|| Err(mlua::Error::runtime("no memory")), Duration::ZERO)
+        })
+        .join()
+        .unwrap();
         assert!(!ran.recv().unwrap().0, "no state: the run makes its own");
         // a maker that panics with no run waiting leaves nothing waiting either
         ahead.expect(true);
         let server = Arc::clone(&ahead);
         assert!(
-            std::thread::spawn(move || server.serve(|| panic!("a maker that panics")))
-                .join()
-                .is_err()
+            std::thread::spawn(
+                move || server.serve(|| panic!("a maker that panics"), Duration::ZERO)
+            )
+            .join()
+            .is_err()
         );
         assert!(handed_over(&ahead).0.is_err(), "the thread is gone");
         assert!(ahead.take().is_none());
@@ -1406,6 +1541,53 @@ mod tests {
             Some("=prelude"),
             "error lines name the prelude"
         );
+    }
+
+    /// The thread that makes the state leaves the starting thread's CPU, and may run anywhere
+    /// once the state is made.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_making_thread_runs_on_another_cpu_then_anywhere() {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let affinity = move || {
+            // SAFETY: a system call on the calling thread with a zeroed, full-sized set
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                assert_eq!(libc::sched_getaffinity(0, size, &mut set), 0);
+                set
+            }
+        };
+        let before = affinity();
+        // SAFETY: reads the calling thread's CPU
+        let here = unsafe { libc::sched_getcpu() };
+        let cpus = super::ahead::cpu::Elsewhere::here();
+        let (during, after) = std::thread::spawn(move || {
+            cpus.leave();
+            let during = affinity();
+            cpus.release();
+            (during, affinity())
+        })
+        .join()
+        .unwrap();
+        // SAFETY: CPU_ISSET and CPU_COUNT read the sets
+        unsafe {
+            if libc::CPU_COUNT(&before) > 1 {
+                assert!(
+                    !libc::CPU_ISSET(here as usize, &during),
+                    "off the starting CPU"
+                );
+                assert_eq!(libc::CPU_COUNT(&during), libc::CPU_COUNT(&before) - 1);
+                assert!(cpus.spin() > Duration::ZERO);
+            } else {
+                assert_eq!(libc::CPU_COUNT(&during), 1, "one CPU: it stays");
+                assert_eq!(cpus.spin(), Duration::ZERO, "no spinning on a shared CPU");
+            }
+            assert_eq!(
+                libc::CPU_COUNT(&after),
+                libc::CPU_COUNT(&before),
+                "anywhere again"
+            );
+        }
     }
 
     #[test]
