@@ -494,8 +494,9 @@ local tool_error_mt = {
 }
 
 
--- The error values tools.NAME raised (weak: an error caught and dropped is not kept), so that
--- the runner can say which uncaught error was a tool's refusal.
+-- The error values tools.NAME raised, each with its code as the gate gave it (a script may
+-- change the table's fields), so that the runner can say which uncaught error was a tool's
+-- refusal. Weak: an error caught and dropped is not kept.
 local raised = raw_setmetatable({}, { __mode = "k" })
 
 local tool_functions = {}
@@ -523,7 +524,7 @@ local tools = raw_setmetatable({}, {
       if raw_type(result) == "string" then
         raw_error(result, 2)
       end
-      raised[result] = true
+      raised[result] = raw_rawget(result, "code")
       raw_error(raw_setmetatable(result, tool_error_mt), 2)
     end
     tool_functions[name] = f
@@ -556,8 +557,11 @@ local function bind(params, config)
       __newindex = function()
         raw_error("config is read-only; change it with `lmcp skill config`", 2)
       end,
+      -- the walk goes through a closure: the values table itself stays out of reach
       __pairs = function()
-        return raw_next, values, nil
+        return function(_, k)
+          return raw_next(values, k)
+        end, nil, nil
       end,
       __metatable = false,
     })
@@ -597,17 +601,14 @@ env._G = env
 -- The top-level runner: runs a chunk and turns an uncaught error into one readable string,
 -- and the code of the tool error it was, when it was one (`denied` ends `lmcp run` with the
 -- exit code of a refusal).
-local uncaught_code
+local uncaught_code, described
 
-local function describe(e)
+local function text_of(e)
   if interrupted() then
     return e
   end
   if raw_type(e) == "string" then
     return e
-  end
-  if raised[e] then
-    uncaught_code = raw_rawget(e, "code")
   end
   local ok, text = raw_pcall(raw_tostring, e)
   if ok and raw_type(text) == "string" then
@@ -616,15 +617,26 @@ local function describe(e)
   return "(an error value that cannot be shown: " .. raw_type(e) .. ")"
 end
 
+local function describe(e)
+  described = text_of(e)
+  uncaught_code = raised[e]
+  return described
+end
+
 local function finish(ok, ...)
   if ok then
     return ok, ...
   end
-  return false, (...), uncaught_code
+  local e = ...
+  if e ~= described then
+    -- an error raised while unwinding (a `__close`) replaced the one described
+    uncaught_code = nil
+  end
+  return false, e, uncaught_code
 end
 
 local function run(f, ...)
-  uncaught_code = nil
+  uncaught_code, described = nil, nil
   return finish(raw_xpcall(f, describe, ...))
 end
 

@@ -143,8 +143,9 @@ pub enum Error {
     #[error("{message}")]
     Script { message: String },
 
-    /// A Lua script stopped on a tool call it did not catch, which was refused (`denied`, or
-    /// `needs_confirmation`): the run was refused, with the exit code of a refusal.
+    /// A Lua script stopped on a tool call it did not catch, which was refused (`denied`,
+    /// `needs_confirmation` or `unavailable`): the run was refused, with the exit code of a
+    /// refusal.
     #[error("{message}")]
     ScriptRefused { message: String, refusal: String },
 
@@ -152,6 +153,11 @@ pub enum Error {
     /// inspect their side effects before retrying.
     #[error("{0}")]
     StepFailed(Box<StepFailure>),
+}
+
+/// Whether an error class is one of a refused call (exit code 3).
+pub fn is_refusal(class: &str) -> bool {
+    matches!(class, "denied" | "needs_confirmation" | "unavailable")
 }
 
 /// Where a program stopped, and what it had done before.
@@ -262,22 +268,20 @@ impl Error {
             | Error::Header { .. }
             | Error::Manifest { .. }
             | Error::Definition { .. } => 2,
-            Error::Unavailable { .. } => 3,
             _ if self.refusal().is_some() => 3,
             _ => 1,
         }
     }
 
-    /// `denied` or `needs_confirmation` when this error is, or ends in, a refused call: a
-    /// program's step, or a script's uncaught tool error, however deeply nested the program
-    /// that was refused.
+    /// `denied`, `needs_confirmation` or `unavailable` when this error is, or ends in, a call
+    /// that was refused (exit code 3): a program's step, or a script's uncaught tool error,
+    /// however deeply nested the program that was refused.
     pub fn refusal(&self) -> Option<&str> {
         match self {
             Error::Denied { .. } => Some("denied"),
             Error::NeedsConfirmation { .. } => Some("needs_confirmation"),
-            Error::StepFailed(f) if matches!(f.class.as_str(), "denied" | "needs_confirmation") => {
-                Some(&f.class)
-            }
+            Error::Unavailable { .. } => Some("unavailable"),
+            Error::StepFailed(f) if is_refusal(&f.class) => Some(&f.class),
             Error::ScriptRefused { refusal, .. } => Some(refusal),
             _ => None,
         }

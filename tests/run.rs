@@ -172,6 +172,31 @@ fn exit_codes_and_messages() {
     // a table that only looks like a tool's error is the script's own
     let forged = write(d, "f2.lua", "error({code = 'denied', message = 'no'})");
     assert_eq!(code(&["run", &forged]), 1);
+    // the code is the gate's, whatever the script writes into the error
+    let relabelled = write(
+        d,
+        "l.lua",
+        "local ok, e = pcall(tools.calculate, {expression = '1'})\ne.code = 'other'\nerror(e)",
+    );
+    assert_eq!(code(&["run", &relabelled]), 3);
+    let promoted = write(
+        d,
+        "p.lua",
+        "local ok, e = pcall(tools.read_file, {path = 'none.txt'})\ne.code = 'denied'\nerror(e)",
+    );
+    assert_eq!(code(&["run", &promoted]), 1);
+    // an error a `__close` raises while the refusal unwinds replaces it
+    for (name, raised) in [("c1.lua", "'in close'"), ("c2.lua", "{code = 'x'}")] {
+        let closing = write(
+            d,
+            name,
+            &format!(
+                "local t <close> = setmetatable({{}}, {{__close = function() error({raised}) end}})\n\
+                 tools.calculate{{expression = '1'}}"
+            ),
+        );
+        assert_eq!(code(&["run", &closing]), 1, "{name}");
+    }
     // refused inside programs: a Lua tool, a script over it, and a JSON-step tool
     let lua_tool = json!({"name": "user_sum", "description": "Adds through calculate",
         "lua": "---@uses calculate\nreturn tools.calculate{expression = '1+1'}"});
@@ -195,6 +220,13 @@ fn exit_codes_and_messages() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // an unavailable tool is refused too (3), from a script as from `lmcp call`
+    assert_eq!(code(&["tool", "disable", "get_datetime"]), 0);
+    assert_eq!(code(&["call", "get_datetime", "{}"]), 3);
+    let unavailable = write(d, "u.lua", "return tools.get_datetime{}");
+    let v = json_out(&lmcp(d, &["run", &unavailable, "--json"]));
+    assert_eq!(v["error"]["details"]["refusal"], "unavailable", "{v}");
+    assert_eq!(code(&["run", &unavailable]), 3);
     // a failure that is no refusal stays a failure
     assert_eq!(code(&["grants", "allow", "calculate"]), 0);
     let failing = json!({"name": "user_bad", "description": "Fails",

@@ -46,7 +46,7 @@ fn package(md: &str, hello: &str) -> Value {
             {"name": "forever.lua", "code": "while true do end"},
             {"name": "escape.lua", "code": "return require('util').shout('own module')"},
             {"name": "outside.lua", "code": "return require('word_stats')"},
-            {"name": "keys.lua", "code": "local keys = {}\nfor k, v in pairs(config) do keys[#keys + 1] = k .. '=' .. tostring(v) end\ntable.sort(keys)\nlocal ok, err = pcall(function() config.greeting = 'x' end)\nreturn {keys = keys, written = ok, message = err}"}
+            {"name": "keys.lua", "code": "local keys = {}\nfor k, v in pairs(config) do keys[#keys + 1] = k .. '=' .. tostring(v) end\ntable.sort(keys)\nlocal ok, err = pcall(function() config.greeting = 'x' end)\nlocal _, state = pairs(config)\nreturn {keys = keys, written = ok, message = err, state = type(state)}"}
         ],
         "references": [{"name": "style.md", "content": "Be brief."}]
     })
@@ -199,6 +199,11 @@ async fn calls_with_params_config_timeouts_and_require() {
         "{r}"
     );
     assert_eq!(r["result"]["written"], json!(false));
+    assert_eq!(
+        r["result"]["state"],
+        json!("nil"),
+        "pairs hands out no table to write into"
+    );
     assert!(
         r["result"]["message"]
             .as_str()

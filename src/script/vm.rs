@@ -858,12 +858,13 @@ impl Vm {
                     Some(Value::String(code)) => code.to_string_lossy(),
                     _ => String::new(),
                 };
-                match code.as_str() {
-                    "denied" | "needs_confirmation" => Err(Error::ScriptRefused {
+                if crate::error::is_refusal(&code) {
+                    Err(Error::ScriptRefused {
                         message,
                         refusal: code,
-                    }),
-                    _ => Err(Error::Script { message }),
+                    })
+                } else {
+                    Err(Error::Script { message })
                 }
             }
         }
