@@ -273,6 +273,12 @@ impl Error {
         }
     }
 
+    /// The class a caller of the failed tool is told: the refusal when the error ends in one
+    /// (so a refusal nested in a program stays one), else [`Error::class`].
+    pub fn caller_class(&self) -> &str {
+        self.refusal().unwrap_or(self.class())
+    }
+
     /// `denied`, `needs_confirmation` or `unavailable` when this error is, or ends in, a call
     /// that was refused (exit code 3): a program's step, or a script's uncaught tool error,
     /// however deeply nested the program that was refused.

@@ -156,35 +156,37 @@ fn exit_codes_and_messages() {
     let v = json_out(&lmcp(d, &["run", &denied, "--json"]));
     assert_eq!(v["error"]["class"], "script_error", "{v}");
     assert_eq!(v["error"]["details"]["refusal"], "denied", "{v}");
-    // caught and raised again it is still the refusal; caught and replaced, a script error
-    let again = write(
-        d,
-        "a.lua",
-        "local ok, e = pcall(tools.calculate, {expression = '1'})\nerror(e)",
-    );
-    assert_eq!(code(&["run", &again]), 3);
-    let replaced = write(
-        d,
-        "r.lua",
-        "local ok, e = pcall(tools.calculate, {expression = '1'})\nerror('gave up')",
-    );
-    assert_eq!(code(&["run", &replaced]), 1);
-    // a table that only looks like a tool's error is the script's own
-    let forged = write(d, "f2.lua", "error({code = 'denied', message = 'no'})");
-    assert_eq!(code(&["run", &forged]), 1);
-    // the code is the gate's, whatever the script writes into the error
-    let relabelled = write(
-        d,
-        "l.lua",
-        "local ok, e = pcall(tools.calculate, {expression = '1'})\ne.code = 'other'\nerror(e)",
-    );
-    assert_eq!(code(&["run", &relabelled]), 3);
-    let promoted = write(
-        d,
-        "p.lua",
-        "local ok, e = pcall(tools.read_file, {path = 'none.txt'})\ne.code = 'denied'\nerror(e)",
-    );
-    assert_eq!(code(&["run", &promoted]), 1);
+    // how a script ends after catching the refusal (or making up one), and the exit code
+    for (name, source, expected) in [
+        // caught and raised again it is still the refusal
+        (
+            "a.lua",
+            "local ok, e = pcall(tools.calculate, {expression = '1'})\nerror(e)",
+            3,
+        ),
+        // caught and replaced, a script error
+        (
+            "r.lua",
+            "local ok, e = pcall(tools.calculate, {expression = '1'})\nerror('gave up')",
+            1,
+        ),
+        // a table that only looks like a tool's error is the script's own
+        ("f2.lua", "error({code = 'denied', message = 'no'})", 1),
+        // the code is the gate's, whatever the script writes into the error
+        (
+            "l.lua",
+            "local ok, e = pcall(tools.calculate, {expression = '1'})\ne.code = 'other'\nerror(e)",
+            3,
+        ),
+        (
+            "p.lua",
+            "local ok, e = pcall(tools.read_file, {path = 'none.txt'})\ne.code = 'denied'\nerror(e)",
+            1,
+        ),
+    ] {
+        let script = write(d, name, source);
+        assert_eq!(code(&["run", &script]), expected, "{name}: {source}");
+    }
     // an error a `__close` raises while the refusal unwinds replaces it
     for (name, raised) in [("c1.lua", "'in close'"), ("c2.lua", "{code = 'x'}")] {
         let closing = write(

@@ -278,8 +278,7 @@ pub fn step_failed(
         program: program.to_string(),
         step: step.to_string(),
         tool: tool.to_string(),
-        // a refusal inside a nested program stays a refusal
-        class: error.refusal().unwrap_or(error.class()).to_string(),
+        class: error.caller_class().to_string(),
         message: error.to_string(),
         completed: done.iter().map(StepRecord::summary).collect(),
         run: None,

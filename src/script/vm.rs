@@ -1314,8 +1314,7 @@ fn call_tool(
         Outcome::Failed(e) => {
             // An interrupted run must stop, not hand the script a catchable tool error.
             s.check()?;
-            // a refusal inside a nested program is a refusal to this script too
-            let t = error_table(lua, e.refusal().unwrap_or(e.class()), &e.to_string(), name)?;
+            let t = error_table(lua, e.caller_class(), &e.to_string(), name)?;
             if let Some(d) = e.details() {
                 // The completed steps of a failed program: a script can inspect side effects.
                 t.raw_set("details", convert::to_lua(lua, &d)?)?;
