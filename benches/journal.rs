@@ -14,9 +14,8 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use lmcp::gate::AlwaysYes;
 use lmcp::gate::journal::Journal;
-use lmcp::program::steps::RunMode;
-use lmcp::program::{Body, LuaBody, Program};
-use lmcp::registry::{Annotations, Capabilities, Effect, ToolSpec, sync_handler};
+use lmcp::program::RunMode;
+use lmcp::registry::{Annotations, Effect, ToolSpec, sync_handler};
 use lmcp::{CallContext, ConfirmMode, Origin};
 use serde_json::json;
 
@@ -43,20 +42,18 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
     for tool in ["tally", "stamp"] {
-        let program = Program {
-            name: format!("{tool}_chain"),
-            params: Vec::new(),
-            capabilities: Capabilities::Tools(vec![tool.to_string()]),
-            timeout: Some(Duration::from_secs(600)),
-            body: Body::Lua(LuaBody {
-                source: format!(
-                    "local n = 0 for i = 1, {STEPS} do n = tools.{tool}{{n = n}}.n end return n"
+        let program = lmcp::program::compile(
+            lmcp::program::Source::lua_file(
+                &format!("{tool}_chain"),
+                "chain.lua",
+                format!(
+                    "---@uses {tool}\n---@timeout 600\nlocal n = 0 for i = 1, {STEPS} do n = tools.{tool}{{n = n}}.n end return n"
                 ),
-                chunk: "chain.lua".into(),
-                modules: Vec::new(),
-                config: None,
-            }),
-        };
+                lmcp::library::recipes::POLICY,
+            ),
+            host.registry(),
+        )
+        .unwrap();
         let ctx = || {
             CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
                 .with_confirmer(Arc::new(AlwaysYes))

@@ -23,7 +23,7 @@ fn bench(c: &mut Criterion) {
         .map(|_| json!({"tool": "echo", "args": {"text": "x"}}))
         .collect();
     let manifest = recipes::parse_manifest(json!({"name": "bench", "steps": steps})).unwrap();
-    let recipe = recipes::check(&host, manifest).unwrap();
+    let recipe = recipes::check(host.registry(), manifest).unwrap();
     let ctx = || CallContext::root(Origin::Cli, ConfirmMode::Confirmed);
 
     let mut group = c.benchmark_group("recipe_1000_steps");

@@ -19,8 +19,45 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::registry::Effect;
 use crate::store::{self, FileLock, Paths};
+
+/// What a tool does to the world; the gate's grants and modes key on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Reads only.
+    Read,
+    /// Changes local state (files, saved programs).
+    Write,
+    /// Data leaves the machine.
+    Send,
+}
+
+impl Effect {
+    /// The lowercase name used in config keys and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Write => "write",
+            Effect::Send => "send",
+        }
+    }
+
+    /// Whether calls with this effect change state and so need confirmation in programs.
+    pub fn changes_state(self) -> bool {
+        self != Effect::Read
+    }
+
+    /// Parses `read`, `write` or `send`.
+    pub fn parse(s: &str) -> Option<Effect> {
+        match s {
+            "read" => Some(Effect::Read),
+            "write" => Some(Effect::Write),
+            "send" => Some(Effect::Send),
+            _ => None,
+        }
+    }
+}
 
 /// A policy for calls to a tool or to every tool of an effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]

@@ -18,15 +18,18 @@ use crate::error::Result;
 use crate::gate::{self, CallRequest, History, Outcome};
 use crate::registry::{Availability, Profile, Registry, Tool, Transport};
 use crate::store::{self, Paths};
-use crate::tools;
 
-/// The built-in tools and the libraries' authoring tools: what every host starts with,
-/// registered on first need (see [`Registry::with_builtins`]).
-pub fn builtin_registry() -> Result<Registry> {
-    Ok(Registry::with_builtins(|registry| {
-        tools::register_builtins(registry)?;
-        crate::library::register_tools(registry)
-    }))
+/// A file's (or a folder's files') modification times and sizes: a change to any shows.
+pub type Stamp = Vec<(SystemTime, u64)>;
+
+/// What the program stores (custom tool files, skill folders) looked like when a long-running
+/// server last synced its registry with them; the library keeps it up to date.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Seen {
+    /// Each custom tool file's stamp, by path.
+    pub custom_tools: std::collections::BTreeMap<String, Stamp>,
+    /// Each skill folder's stamp, by skill name.
+    pub skills: std::collections::BTreeMap<String, Stamp>,
 }
 
 /// Settings for [`Host::open_with`].
@@ -79,7 +82,7 @@ pub struct Host {
     warnings: Mutex<Vec<String>>,
     /// What a long-running server last saw of the program stores (`None` until it starts
     /// watching them): its own writes update it, so only other processes' changes reload.
-    library_seen: Mutex<Option<crate::library::Seen>>,
+    library_seen: Mutex<Option<Seen>>,
     /// The order a front door wants imports into a workspace to take their asset ids in.
     import_order: ImportOrder,
     /// When the config file was last looked at, in microseconds since `opened`: the gate reads
@@ -94,23 +97,10 @@ pub struct Host {
 pub const CONFIG_RECHECK: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Host {
-    /// Opens the host on these paths with the built-in tools registered.
-    pub fn open(paths: Paths) -> Result<Arc<Host>> {
-        Host::open_with(paths, HostOptions::default())
-    }
-
-    /// Opens the host with options.
-    pub fn open_with(paths: Paths, options: HostOptions) -> Result<Arc<Host>> {
-        Host::open_prepared(paths, options, builtin_registry()?)
-    }
-
-    /// Opens the host on a registry [`builtin_registry`] made (its built-in tools are
-    /// registered on first need).
-    pub fn open_prepared(
-        paths: Paths,
-        options: HostOptions,
-        registry: Registry,
-    ) -> Result<Arc<Host>> {
+    /// The host on these paths and this registry, before any tool source is attached to it
+    /// ([`Host::open`] attaches them). Temp files that writes a kill cut short left behind are
+    /// swept from the folders lmcp writes most.
+    pub fn new(paths: Paths, options: HostOptions, registry: Registry) -> Host {
         let mut warnings = Vec::new();
         let stamp = stamp_of(&paths.config_file());
         let (config, problem) = loaded(&paths, &mut warnings);
@@ -131,7 +121,6 @@ impl Host {
             opened: std::time::Instant::now(),
             paths,
         };
-        // temp files left by writes a kill cut short, in the folders lmcp writes most
         store::sweep_temp_files(
             &[
                 host.paths.workspace_dir(),
@@ -140,20 +129,7 @@ impl Host {
             ],
             std::time::Duration::from_secs(600),
         );
-        crate::library::recover(&host);
-        let host = Arc::new(host);
-        // the saved programs load when first needed: a script that calls only built-in tools
-        // never reads the library (see `Registry::defer`)
-        let weak = Arc::downgrade(&host);
-        host.registry.defer(move || {
-            if let Some(host) = weak.upgrade() {
-                crate::library::load_all(&host);
-            }
-        });
-        for w in host.unknown_grant_keys() {
-            host.warn(w);
-        }
-        Ok(host)
+        host
     }
 
     /// Runs one call through the gate. This is the only way any tool runs.
@@ -162,7 +138,7 @@ impl Host {
     }
 
     /// What the library watcher last saw of the program stores (see [`crate::library::sync`]).
-    pub(crate) fn library_seen(&self) -> std::sync::MutexGuard<'_, Option<crate::library::Seen>> {
+    pub(crate) fn library_seen(&self) -> std::sync::MutexGuard<'_, Option<Seen>> {
         self.library_seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 

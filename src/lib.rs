@@ -7,6 +7,7 @@
 //! | module       | its job                                                                  |
 //! |--------------|--------------------------------------------------------------------------|
 //! | [`host`]     | `Host`: config + store + registry + gate; `Host::call`, the one way in    |
+//! | [`open`]     | `Host::open`: the host with every tool source (built-ins, libraries)     |
 //! | [`gate`]     | the gate's stages, call context, confirmation, approvals, plans, history,|
 //! |              | run journals (resume)                                                    |
 //! | [`registry`] | `ToolSpec` (schema, effect, kind, profile, annotations, availability)    |
@@ -50,6 +51,7 @@ pub mod front;
 pub mod gate;
 pub mod host;
 pub mod library;
+pub mod open;
 pub mod program;
 pub mod registry;
 pub mod script;

@@ -22,43 +22,7 @@ use crate::error::{Error, Result};
 use crate::gate::{CallContext, Pass};
 use crate::host::Host;
 
-/// What a tool does to the world; the gate's grants and modes key on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Effect {
-    /// Reads only.
-    Read,
-    /// Changes local state (files, saved programs).
-    Write,
-    /// Data leaves the machine.
-    Send,
-}
-
-impl Effect {
-    /// The lowercase name used in config keys and output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Effect::Read => "read",
-            Effect::Write => "write",
-            Effect::Send => "send",
-        }
-    }
-
-    /// Whether calls with this effect change state and so need confirmation in programs.
-    pub fn changes_state(self) -> bool {
-        self != Effect::Read
-    }
-
-    /// Parses `read`, `write` or `send`.
-    pub fn parse(s: &str) -> Option<Effect> {
-        match s {
-            "read" => Some(Effect::Read),
-            "write" => Some(Effect::Write),
-            "send" => Some(Effect::Send),
-            _ => None,
-        }
-    }
-}
+pub use crate::config::Effect;
 
 impl fmt::Display for Effect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

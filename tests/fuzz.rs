@@ -98,7 +98,7 @@ proptest! {
     #[test]
     fn recipe_manifests_check_or_say_why(v in json_value()) {
         if let Ok(m) = recipes::parse_manifest(v) {
-            let _ = recipes::check(&host().host, m);
+            let _ = recipes::check(host().host.registry(), m);
         }
     }
 
@@ -111,7 +111,7 @@ proptest! {
             }
         }
         if let Ok(d) = serde_json::from_value::<custom_tools::Definition>(def) {
-            let _ = custom_tools::compile(&host().host, d);
+            let _ = custom_tools::compile(host().host.registry(), d);
         }
     }
 

@@ -493,7 +493,7 @@ async fn run(cli: Cli) -> Result<u8> {
         _ => {}
     }
     let paths = Paths::discover()?;
-    let registry = crate::host::builtin_registry()?;
+    let registry = crate::open::builtin_registry()?;
     // over HTTP the callers are not on this machine's side of the files
     let options = crate::HostOptions {
         transport: match &cli.command {

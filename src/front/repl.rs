@@ -562,12 +562,12 @@ impl Session {
         match kind {
             SaveAs::Recipe => {
                 let manifest = crate::library::recipes::parse_manifest(args["manifest"].clone())?;
-                crate::library::recipes::check(&self.host, manifest)?;
+                crate::library::recipes::check(self.host.registry(), manifest)?;
             }
             SaveAs::Tool => {
                 let definition = serde_json::from_value(args.clone())
                     .map_err(|e| Error::Usage(format!("the tool cannot be defined: {e}")))?;
-                crate::library::custom_tools::compile(&self.host, definition)?;
+                crate::library::custom_tools::compile(self.host.registry(), definition)?;
             }
         }
         let parent = file.parent().filter(|p| !p.as_os_str().is_empty());

@@ -12,11 +12,25 @@ use crate::error::{Error, Result};
 use crate::gate::journal::{Journal, RunLog};
 use crate::gate::{CallContext, Origin, Preview};
 use crate::host::Host;
-use crate::program::header::Header;
-use crate::program::{Body, LuaBody, Program, run_lua};
-use crate::registry::Capabilities;
+use crate::program::compile::Location;
+use crate::program::{Intent, Policy, Program, Source, compile, run_lua};
+use crate::registry::Kind;
 use crate::script::Output;
 use crate::text::escape_controls;
+
+/// How the person's own script is compiled for `lmcp run`: with `---@uses` it may call only
+/// those tools; without, any tool, each call gated and confirmed on its own (no up-front yes
+/// covers it). The run compiles it, and looks its tools up as it calls them.
+pub const SCRIPT_POLICY: Policy = Policy {
+    what: "script",
+    intent: Intent::RunNow,
+    header_name: false,
+    callable: &[Kind::Leaf, Kind::Workflow, Kind::Gateway, Kind::Authoring],
+    not_steps: &[],
+    max_steps: 0,
+    unmarked_required: false,
+    default_timeout: None,
+};
 
 /// Runs a script file; the exit code.
 pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8> {
@@ -31,28 +45,25 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
             path.display()
         )));
     }
-    let header = Header::parse(&source, &chunk_name(path))?;
+    let chunk = chunk_name(path);
+    let program = compile(
+        Source {
+            timeout: timeout_arg(args.timeout)?,
+            ..Source::lua_file(&chunk, &chunk, source, SCRIPT_POLICY)
+        },
+        host.registry(),
+    )
+    .map_err(|p| match p.at {
+        Location::Line { chunk, line } => Error::Header {
+            chunk,
+            line,
+            message: p.message,
+        },
+        Location::Pointer(_) => Error::Usage(p.to_string()),
+    })?;
+    let header = program.header();
     let given = header.params_from_cli(&args.params)?;
     let params = header.bind(&given)?;
-    let chunk = chunk_name(path);
-    // The person's own script: with `---@uses` it may call only those tools; without, any tool,
-    // each call gated and confirmed on its own (no up-front yes covers it).
-    let capabilities = match &header.uses {
-        Some(uses) => Capabilities::Tools(uses.clone()),
-        None => Capabilities::Unrestricted,
-    };
-    let program = Program {
-        name: chunk.clone(),
-        params: header.params.clone(),
-        capabilities,
-        timeout: timeout_arg(args.timeout)?.or(header.timeout),
-        body: Body::Lua(LuaBody {
-            source,
-            chunk,
-            modules: Vec::new(),
-            config: None,
-        }),
-    };
     let (mode, confirmer) = run_confirmation(args.yes);
     let mut ctx = CallContext::root(Origin::Cli, mode).with_confirmer(confirmer);
     let journal = journal_for(host, &args, mode, &program)?;

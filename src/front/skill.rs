@@ -236,7 +236,7 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                 })
                 .collect();
             let package = skills::check_package(
-                host,
+                host.registry(),
                 args["skill_md"].as_str().unwrap_or(""),
                 &scripts,
                 &refs,
@@ -248,11 +248,10 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                     escape_controls(&package.md.description)
                 ));
                 for s in &package.scripts {
-                    let calls = s
-                        .header
-                        .uses
-                        .as_ref()
-                        .map_or("read tools only".to_string(), |u| u.join(", "));
+                    let calls = match &s.program.capabilities {
+                        crate::registry::Capabilities::Tools(u) => u.join(", "),
+                        _ => "read tools only".to_string(),
+                    };
                     super::door::outln(&format!(
                         "  script {:<20} may call: {}",
                         s.name,

@@ -8,14 +8,14 @@
 pub mod custom_tools;
 mod index;
 pub mod recipes;
+mod saving;
 pub mod skills;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::Result;
-use crate::host::Host;
+use crate::host::{Host, Seen, Stamp};
 use crate::registry::{Kind, Registry};
 
 /// Registers every library's authoring tools.
@@ -48,9 +48,6 @@ pub fn load_all(host: &Host) {
 fn skill_prefix(name: &str) -> String {
     skills::tool_name(name, "")
 }
-
-/// A file's or folder's stamp: modification time and size (for a folder, of what is in it).
-type Stamp = Vec<(SystemTime, u64)>;
 
 /// A path's file name, as text (`""` for none).
 fn file_name_of(path: &Path) -> String {
@@ -98,26 +95,17 @@ fn folder_stamp(dir: &Path) -> Stamp {
     found.into_iter().map(|(_, stamp)| stamp).collect()
 }
 
-/// What the program stores looked like when last synced, so [`sync`] touches only what changed.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Seen {
-    custom_tools: BTreeMap<String, Stamp>,
-    skills: BTreeMap<String, Stamp>,
-}
-
-impl Seen {
-    /// The stores as they are now (what [`load_all`] just loaded).
-    pub fn now(host: &Host) -> Seen {
-        Seen {
-            custom_tools: custom_tools::stored_files(host)
-                .into_iter()
-                .map(|p| (p.display().to_string(), file_stamp(&p)))
-                .collect(),
-            skills: skills::installed(host)
-                .into_iter()
-                .map(|(name, dir)| (name, folder_stamp(&dir)))
-                .collect(),
-        }
+/// The program stores as they are now (what [`load_all`] just loaded).
+fn seen_now(host: &Host) -> Seen {
+    Seen {
+        custom_tools: custom_tools::stored_files(host)
+            .into_iter()
+            .map(|p| (p.display().to_string(), file_stamp(&p)))
+            .collect(),
+        skills: skills::installed(host)
+            .into_iter()
+            .map(|(name, dir)| (name, folder_stamp(&dir)))
+            .collect(),
     }
 }
 
@@ -125,7 +113,7 @@ impl Seen {
 pub fn watch(host: &Host) {
     // what is saved up to now is loaded first, so that only later changes count as changes
     host.registry().load_deferred();
-    let now = Seen::now(host);
+    let now = seen_now(host);
     *host.library_seen() = Some(now);
 }
 
@@ -187,7 +175,7 @@ pub fn noted_skill(host: &Host, name: &str, dir: &Path) {
 /// this process made itself were noted when made, and are not reloaded. Returns whether
 /// anything was reloaded or removed; does nothing before [`watch`].
 pub fn sync(host: &Host) -> bool {
-    let now = Seen::now(host);
+    let now = seen_now(host);
     let mut guard = host.library_seen();
     let Some(seen) = guard.as_mut() else {
         return false;

@@ -208,7 +208,7 @@ fn bad(line: usize, message: impl Into<String>) -> Error {
     }
 }
 
-use super::check::is_identifier;
+use super::compile::is_identifier;
 
 impl Header {
     /// Reads the header of a Lua program; errors name the place as `chunk:LINE`.
@@ -314,7 +314,7 @@ impl Header {
             }
         }
         if let Some(d) = &h.description {
-            super::check::check_description(d).map_err(|m| bad(1, m))?;
+            super::compile::check_description(d).map_err(|m| bad(1, m))?;
         }
         Ok(h)
     }

@@ -8,15 +8,15 @@
 //! |---|---|
 //! | the header, parameter types, params → schema, `k=v` parsing | [`header`] |
 //! | `${...}` templates | [`interpolate`] |
-//! | the step runner (both placeholder styles) | [`steps`] |
-//! | the Lua runner (timeout, VM options, restriction, output) | [`lua`] |
-//! | the compile check, the tool lookup with suggestions | [`check`] |
+//! | step templates (both placeholder styles) and result paths | [`steps`] |
+//! | the runner for both engines: steps, and Lua (timeout, VM options, restriction, output) | [`run`] |
+//! | the one compile path: a library's [`compile::Source`] in, a checked `Program` out | [`compile`] |
 //! | the effect a program may have, and what a person is shown about it | [`Program::scope`] |
 
-pub mod check;
+pub mod compile;
 pub mod header;
 pub mod interpolate;
-pub mod lua;
+pub mod run;
 pub mod steps;
 
 use std::sync::Arc;
@@ -28,6 +28,7 @@ use crate::error::Result;
 use crate::gate::ShownCall;
 use crate::host::Host;
 use crate::registry::{Annotations, Capabilities, Effect, Kind, Registry, ToolSpec};
+pub use compile::{Intent, Param, Policy, Problem, Source, SourceBody, StepSource, compile};
 pub use header::{Header, ParamSpec, ParamType};
 pub use steps::{Step, Template};
 
@@ -58,6 +59,8 @@ pub enum Body {
 pub struct Program {
     /// Its name, for messages, journals and restrictions.
     pub name: String,
+    /// What it does (the source's description, else a Lua header's `---@description`).
+    pub description: String,
     /// Its typed parameters.
     pub params: Vec<ParamSpec>,
     /// The tools it may call; the gate refuses any other call made while it runs.
@@ -175,6 +178,21 @@ impl Program {
         format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
     }
 
+    /// The same program with what it runs with inside a skill package: the package's scripts
+    /// as modules it may `require`, and the skill's config values. A JSON-steps program has
+    /// neither, and is returned as it is.
+    pub fn in_package(
+        mut self,
+        modules: Vec<(String, String)>,
+        config: Map<String, Value>,
+    ) -> Program {
+        if let Body::Lua(lua) = &mut self.body {
+            lua.modules = modules;
+            lua.config = Some(config);
+        }
+        self
+    }
+
     /// The header view of the parameters, for binding and `k=v` parsing.
     pub fn header(&self) -> Header {
         Header {
@@ -185,5 +203,4 @@ impl Program {
     }
 }
 
-pub use lua::run_lua;
-pub use steps::{RunReport, run};
+pub use run::{RunMode, RunReport, run, run_lua};

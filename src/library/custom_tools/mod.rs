@@ -12,18 +12,15 @@
 //! checked for grants, modes and availability, and limited to the tools the definition declared
 //! (its steps, or a Lua body's `---@uses`; a Lua body without one may call read tools only).
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::host::Host;
-use crate::program::check::{self as checks, ArgRef, is_identifier};
-use crate::program::header::{Header, ParamSpec, ParamType};
-use crate::program::steps::{Placeholder, Template};
-use crate::program::{self, Body, LuaBody, Program, Scope};
-use crate::registry::{Capabilities, Kind, ToolSpec};
+use crate::program::{
+    Intent, Policy, Program, Scope, Source, SourceBody, StepSource, Template,
+    compile as compile_source,
+};
+use crate::registry::{Kind, Registry, ToolSpec};
 
 mod storage;
 mod tools;
@@ -37,22 +34,8 @@ pub const FORMAT: u32 = 1;
 /// Most steps in one JSON workflow.
 pub const MAX_STEPS: usize = 100;
 
-/// A typed input of a custom tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Parameter {
-    /// Its name (letters, digits, `_`).
-    pub name: String,
-    /// string, number, integer, boolean, object or array.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// What it means.
-    #[serde(default)]
-    pub description: String,
-    /// Whether callers must give it.
-    #[serde(default)]
-    pub required: bool,
-}
+/// A typed input of a custom tool: optional unless it says `required: true`.
+pub type Parameter = crate::program::Param;
 
 /// One JSON step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,8 +100,21 @@ fn bad(name: &str, message: impl Into<String>) -> Error {
     }
 }
 
+/// How custom tools are compiled: steps and `---@uses` may call leaf tools only, at most
+/// [`MAX_STEPS`] steps, and a parameter is optional unless it says `required: true`.
+pub const POLICY: Policy = Policy {
+    what: "custom tool",
+    intent: Intent::Save,
+    header_name: true,
+    callable: &[Kind::Leaf],
+    not_steps: &[],
+    max_steps: MAX_STEPS,
+    unmarked_required: false,
+    default_timeout: None,
+};
+
 /// Checks a definition against the tools registered now.
-pub fn compile(host: &Host, definition: Definition) -> Result<Compiled> {
+pub fn compile(registry: &Registry, definition: Definition) -> Result<Compiled> {
     let name = definition.name.clone();
     if !name.starts_with("user_") || crate::registry::check_name(&name).is_err() || name.len() <= 5
     {
@@ -128,7 +124,6 @@ pub fn compile(host: &Host, definition: Definition) -> Result<Compiled> {
              (at most 64 characters), like `user_daily_summary`",
         ));
     }
-    checks::check_description(&definition.description).map_err(|m| bad(&name, m))?;
     if definition.description.trim().is_empty() {
         return Err(bad(
             &name,
@@ -144,219 +139,66 @@ pub fn compile(host: &Host, definition: Definition) -> Result<Compiled> {
             ),
         ));
     }
-    match (&definition.steps, &definition.lua) {
-        (Some(_), Some(_)) => Err(bad(&name, "give either `steps` or `lua`, not both")),
-        (None, None) => Err(bad(&name, "give the body: JSON `steps` or a `lua` program")),
-        (Some(steps), None) => compile_steps(host, &definition, steps),
-        (None, Some(lua)) => compile_lua(host, &definition, lua),
-    }
-}
-
-/// The declared parameters, checked: identifiers, no duplicates, known types.
-fn check_parameters(name: &str, params: &[Parameter]) -> Result<Vec<ParamSpec>> {
-    let mut out: Vec<ParamSpec> = Vec::new();
-    for (i, p) in params.iter().enumerate() {
-        let at = format!("at /parameters/{i}");
-        if !is_identifier(&p.name) {
+    let body = match (&definition.steps, &definition.lua) {
+        (Some(_), Some(_)) => return Err(bad(&name, "give either `steps` or `lua`, not both")),
+        (None, None) => {
             return Err(bad(
-                name,
-                format!(
-                    "{at}: `{}` is not a valid name (letters, digits, _)",
-                    p.name
-                ),
+                &name,
+                "`steps` is required: give the body, JSON `steps` or a `lua` program",
             ));
         }
-        if out.iter().any(|q| q.name == p.name) {
-            return Err(bad(
-                name,
-                format!("{at}: parameter `{}` is declared twice", p.name),
-            ));
+        (Some(steps), None) => SourceBody::Steps(
+            steps
+                .iter()
+                .map(|s| StepSource::Call {
+                    id: Some(s.id.clone()),
+                    tool: s.tool.clone(),
+                    args: Template::Placeholders(Value::Object(s.arguments.clone())),
+                })
+                .collect(),
+        ),
+        (None, Some(lua)) => {
+            if !definition.parameters.is_empty() {
+                return Err(bad(
+                    &name,
+                    "a Lua body declares its parameters in its header (`---@param NAME TYPE \
+                     description`), not in `parameters`",
+                ));
+            }
+            SourceBody::Lua {
+                source: lua.clone(),
+                modules: Vec::new(),
+                config: None,
+            }
         }
-        let kind = ParamType::parse(&p.kind).ok_or_else(|| {
-            bad(
-                name,
-                format!(
-                    "{at}: `{}` has unknown type `{}`; {}",
-                    p.name,
-                    p.kind,
-                    ParamType::NAMES
-                ),
-            )
-        })?;
-        out.push(ParamSpec {
-            name: p.name.clone(),
-            kind,
-            required: p.required,
-            default: None,
-            description: p.description.clone(),
-        });
-    }
-    Ok(out)
-}
-
-/// The spec of a custom tool running `program`: its effect is what the program may do.
-fn workflow_spec(host: &Host, def: &Definition, program: &Program) -> ToolSpec {
+    };
+    let source = Source {
+        name: name.clone(),
+        chunk: format!("{name}.lua"),
+        description: definition.description.clone(),
+        params: definition.parameters.clone(),
+        params_at: "/parameters".into(),
+        body,
+        steps_at: "/steps".into(),
+        args_key: "arguments",
+        lua_at: "/lua".into(),
+        timeout: None,
+        policy: POLICY,
+    };
+    let program = compile_source(source, registry).map_err(|p| bad(&name, p.to_string()))?;
     let (effect, annotations) =
-        Scope::of(host.registry(), &program.capabilities, true).effect_and_annotations();
-    ToolSpec::new(
-        &def.name,
-        &def.name,
-        &def.description,
+        Scope::of(registry, &program.capabilities, true).effect_and_annotations();
+    let spec = ToolSpec::new(
+        &name,
+        &name,
+        &definition.description,
         program.header().params_schema(),
     )
     .effect(effect, annotations)
     .kind(Kind::Workflow)
-    .capabilities(program.capabilities.clone())
-}
-
-/// A tool a custom tool's step or `---@uses` may call: leaf tools only.
-fn leaf_tool(host: &Host, name: &str, tool: &str, at: &str) -> Result<Arc<crate::registry::Tool>> {
-    checks::callable_tool(host, tool, &[Kind::Leaf]).map_err(|m| bad(name, format!("{at}: {m}")))
-}
-
-fn compile_steps(host: &Host, def: &Definition, steps_list: &[Step]) -> Result<Compiled> {
-    let name = &def.name;
-    let params = check_parameters(name, &def.parameters)?;
-    if steps_list.is_empty() {
-        return Err(bad(name, "`steps` is empty; give at least one step"));
-    }
-    if steps_list.len() > MAX_STEPS {
-        return Err(bad(
-            name,
-            format!(
-                "{} steps is more than the {MAX_STEPS} allowed",
-                steps_list.len()
-            ),
-        ));
-    }
-    let mut ids: Vec<&str> = Vec::new();
-    let mut tools: Vec<String> = Vec::new();
-    let mut body: Vec<program::Step> = Vec::new();
-    for (i, step) in steps_list.iter().enumerate() {
-        let at = format!("at /steps/{i}");
-        if !is_identifier(&step.id) {
-            return Err(bad(
-                name,
-                format!(
-                    "{at}/id: `{}` must be a letter or `_`, then letters, digits or `_`",
-                    step.id
-                ),
-            ));
-        }
-        if ids.contains(&step.id.as_str()) {
-            return Err(bad(
-                name,
-                format!(
-                    "{at}/id: the id `{}` is used twice; step ids must be unique",
-                    step.id
-                ),
-            ));
-        }
-        let tool = leaf_tool(host, name, &step.tool, &format!("{at}/tool"))?;
-        let template = Template::Placeholders(Value::Object(step.arguments.clone()));
-        let (instance, found) = checks::sample_args(&template, &params)
-            .map_err(|m| bad(name, format!("{at}/arguments: {m}")))?;
-        for (pointer, r) in &found {
-            let here = format!("{at}/arguments{pointer}");
-            let ArgRef::Placeholder(p) = r else { continue };
-            match p {
-                Placeholder::Input(input) => {
-                    if !params.iter().any(|q| &q.name == input) {
-                        return Err(bad(
-                            name,
-                            format!(
-                                "{here}: uses input `{input}`, which is not declared in `parameters`"
-                            ),
-                        ));
-                    }
-                }
-                Placeholder::Step { id, text, .. } => {
-                    if id == &step.id {
-                        return Err(bad(
-                            name,
-                            format!("{here}: refers to its own step; refer to an earlier one"),
-                        ));
-                    }
-                    if !ids.contains(&id.as_str()) {
-                        let later = steps_list.iter().any(|s| &s.id == id);
-                        let why = if later {
-                            "a later step; references must point backward"
-                        } else {
-                            "no step"
-                        };
-                        return Err(bad(
-                            name,
-                            format!("{here}: reads `{id}` ({text}), which is {why}"),
-                        ));
-                    }
-                }
-            }
-        }
-        checks::check_args(&tool, &instance, &found, &params)
-            .map_err(|(pointer, m)| bad(name, format!("{at}/arguments{pointer}: {m}")))?;
-        ids.push(&step.id);
-        if !tools.contains(&step.tool) {
-            tools.push(step.tool.clone());
-        }
-        body.push(program::Step::Call {
-            id: step.id.clone(),
-            tool: step.tool.clone(),
-            args: template,
-        });
-    }
-    let program = Program {
-        name: name.clone(),
-        params,
-        capabilities: Capabilities::Tools(tools),
-        timeout: None,
-        body: Body::Steps(body),
-    };
-    let spec = workflow_spec(host, def, &program);
+    .capabilities(program.capabilities.clone());
     Ok(Compiled {
-        definition: def.clone(),
-        program,
-        spec,
-    })
-}
-
-fn compile_lua(host: &Host, def: &Definition, source: &str) -> Result<Compiled> {
-    let name = &def.name;
-    let header =
-        Header::parse(source, &format!("{name}.lua")).map_err(|e| bad(name, e.to_string()))?;
-    if let Some(h) = &header.name
-        && h != name
-    {
-        return Err(bad(
-            name,
-            format!("the Lua header says `---@name {h}`, but the tool is named `{name}`"),
-        ));
-    }
-    if !def.parameters.is_empty() {
-        return Err(bad(
-            name,
-            "a Lua body declares its parameters in its header (`---@param NAME TYPE description`), not in `parameters`",
-        ));
-    }
-    checks::compile_lua(source, &format!("{name}.lua"))
-        .map_err(|m| bad(name, format!("the Lua body: {m}")))?;
-    let capabilities =
-        checks::uses_capabilities(host, &header, &format!("{name}.lua"), &[Kind::Leaf])
-            .map_err(|m| bad(name, m))?;
-    let program = Program {
-        name: name.clone(),
-        params: header.params.clone(),
-        capabilities,
-        timeout: header.timeout,
-        body: Body::Lua(LuaBody {
-            source: source.to_string(),
-            chunk: format!("{name}.lua"),
-            modules: Vec::new(),
-            config: None,
-        }),
-    };
-    let spec = workflow_spec(host, def, &program);
-    Ok(Compiled {
-        definition: def.clone(),
+        definition,
         program,
         spec,
     })

@@ -13,6 +13,7 @@ use super::{Compiled, Definition, bad, compile};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::library::index::{Entry, load_store};
+use crate::library::saving::Saving;
 use crate::library::{file_name_of, file_stamp, file_stem_of};
 use crate::registry::{Capabilities, Kind, ToolSpec};
 use crate::store::{self, FileLock};
@@ -75,7 +76,7 @@ pub(super) fn compile_stored(host: &Host, path: &Path) -> Result<Compiled> {
             format!("it is stored as {expected}.json; the file name must match the tool name"),
         ));
     }
-    compile(host, d)
+    compile(host.registry(), d)
 }
 
 /// Loads (or reloads) one stored custom tool and returns the spec it registered; a file that
@@ -103,21 +104,8 @@ pub fn load_file(host: &Host, path: &Path) -> Option<ToolSpec> {
 pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Compiled>, bool)> {
     let name = def.name.clone();
     let path = file(host, &name);
-    let _lock = FileLock::acquire(&path)?;
-    let existing: Option<Definition> = match store::read_json(&path) {
-        Ok(d) => d,
-        Err(Error::Corrupt { .. }) if replace => {
-            // never written over: the broken file is kept aside, under a name of its own
-            let aside = store::quarantine(&path)?;
-            host.warn(format!(
-                "{} could not be read; kept it as {} and saved the new definition",
-                path.display(),
-                aside.display()
-            ));
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let saving = Saving::<Definition>::begin(host, &path, replace, "definition")?;
+    let existing = &saving.existing;
     let exists = existing.is_some() || host.registry().get(&name).is_some();
     if exists && !replace {
         return Err(Error::Refused(format!(
@@ -137,8 +125,8 @@ pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Comp
         .and_then(|d| d.created.clone())
         .or_else(|| Some(now.clone()));
     def.updated = Some(now);
-    let compiled = Arc::new(compile(host, def)?);
-    store::write_json(&path, &compiled.definition)?;
+    let compiled = Arc::new(compile(host.registry(), def)?);
+    saving.write(&compiled.definition)?;
     host.registry().register_or_replace(
         compiled.spec.clone(),
         workflow_handler(Arc::clone(&compiled)),

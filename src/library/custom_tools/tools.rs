@@ -11,7 +11,7 @@ use super::{Compiled, Definition};
 
 use crate::error::{Error, Result};
 use crate::library::index::Indexed;
-use crate::program::steps::{RunMode, StepRecord};
+use crate::program::run::{RunMode, StepRecord};
 use crate::program::{self, Body};
 use crate::registry::{Annotations, Effect, Handler, Kind, ToolSpec, handler};
 

@@ -62,7 +62,7 @@ pub fn import(host: &Host, bundle: &Value, check_only: bool, replace: bool) -> R
         ));
     }
     let manifest = parse_manifest(recipe)?;
-    let checked = check(host, manifest)?;
+    let checked = check(host.registry(), manifest)?;
     let config = host.config();
     let mut tools: Vec<Value> = Vec::new();
     let names: Vec<String> = match &checked.program.capabilities {

@@ -1,4 +1,4 @@
-//! Recipes: named, reusable runs of tool calls, as JSON manifests (the seed's shape) or Lua.
+//! Recipes: named, reusable runs of tool calls, as JSON manifests or Lua.
 //!
 //! A manifest is checked completely when saved (every error names its JSON pointer and how to
 //! fix it) and stored as one file under `DATA/recipes/`. `recipe_run` runs it: without
@@ -9,19 +9,14 @@
 //! `recipe_export` writes a versioned bundle with a content hash that `recipe_import` checks, and
 //! the import reports every tool the recipe calls, with its effect and availability here.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::host::Host;
-use crate::program::check::{self as checks, ArgRef, is_identifier};
-use crate::program::header::{Header, ParamSpec, ParamType};
-use crate::program::interpolate::Part;
-use crate::program::steps::{Step, Template};
-use crate::program::{Body, LuaBody, Program};
-use crate::registry::{Capabilities, Kind};
+use crate::program::{
+    Body, Intent, Policy, Program, Source, SourceBody, StepSource, Template, compile,
+};
+use crate::registry::{Kind, Registry};
 
 mod bundle;
 mod storage;
@@ -39,27 +34,12 @@ pub const BUNDLE_FORMAT: &str = "lmcp-recipe";
 pub const BUNDLE_VERSION: i64 = 1;
 /// Most steps in a recipe.
 pub const MAX_STEPS: usize = 10_000;
-/// Longest wait step, in seconds.
-pub const MAX_WAIT_SECS: f64 = 3600.0;
+pub use crate::program::compile::MAX_WAIT_SECS;
 
-/// A declared recipe parameter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecipeParam {
-    /// Its name.
-    pub name: String,
-    /// `string`, `int` or `bool` (also `integer`, `boolean`, `number`, `object`, `array`).
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The value used when the run does not give one; without it the parameter is required.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<Value>,
-    /// What it means.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-}
+/// A declared recipe parameter: required unless it has a default (or says `required`).
+pub type RecipeParam = crate::program::Param;
 
-/// A recipe manifest, exactly the seed's shape (plus `lua` for Lua recipes).
+/// A recipe manifest: `steps` or `lua`, with its declared `params` and described `outputs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -104,8 +84,22 @@ impl Recipe {
     }
 }
 
-/// The tool kinds a recipe may call: everything but authoring tools.
-const CALLABLE: &[Kind] = &[Kind::Leaf, Kind::Workflow, Kind::Gateway];
+/// How recipes are compiled: steps and `---@uses` may call leaf, workflow and gateway tools
+/// (not authoring tools, nor another recipe), at most [`MAX_STEPS`] steps, and a parameter is
+/// required unless it has a default.
+pub const POLICY: Policy = Policy {
+    what: "recipe",
+    intent: Intent::Save,
+    header_name: false,
+    callable: &[Kind::Leaf, Kind::Workflow, Kind::Gateway],
+    not_steps: &[(
+        "recipe_run",
+        "a recipe does not run another recipe (authoring tools and recipe_run cannot be steps)",
+    )],
+    max_steps: MAX_STEPS,
+    unmarked_required: true,
+    default_timeout: None,
+};
 
 fn bad(name: &str, pointer: impl Into<String>, message: impl Into<String>) -> Error {
     let pointer = pointer.into();
@@ -131,7 +125,7 @@ pub fn parse_manifest(value: Value) -> Result<Manifest> {
 }
 
 /// Checks a manifest against the tools registered now.
-pub fn check(host: &Host, mut manifest: Manifest) -> Result<Recipe> {
+pub fn check(registry: &Registry, mut manifest: Manifest) -> Result<Recipe> {
     // One spelling per name: composed (NFC), so names that look the same are the same.
     manifest.name = normal_name(&manifest.name);
     let name = manifest.name.clone();
@@ -156,9 +150,6 @@ pub fn check(host: &Host, mut manifest: Manifest) -> Result<Recipe> {
             "the name needs at least one letter or digit",
         ));
     }
-    if let Some(d) = &manifest.description {
-        checks::check_description(d).map_err(|m| bad(&name, "/description", m))?;
-    }
     if let Some(v) = manifest.schema_version
         && v != SCHEMA_VERSION
     {
@@ -177,130 +168,47 @@ pub fn check(host: &Host, mut manifest: Manifest) -> Result<Recipe> {
             ));
         }
     }
-    let mut params = Vec::new();
-    for (i, p) in manifest.params.iter().enumerate() {
-        let at = format!("/params/{i}");
-        if !is_identifier(&p.name) {
+    let body = match (&manifest.steps, &manifest.lua) {
+        (Some(_), Some(_)) => return Err(bad(&name, "", "give either `steps` or `lua`, not both")),
+        (None, None) => {
             return Err(bad(
                 &name,
-                format!("{at}/name"),
-                format!(
-                    "`{}` is not a valid parameter name (letters, digits, _)",
-                    p.name
-                ),
+                "/steps",
+                "`steps` is required: give the body, JSON `steps` or a `lua` program",
             ));
         }
-        if params.iter().any(|q: &ParamSpec| q.name == p.name) {
-            return Err(bad(
-                &name,
-                format!("{at}/name"),
-                format!("parameter `{}` is declared twice", p.name),
-            ));
-        }
-        let kind = ParamType::parse(&p.kind).ok_or_else(|| {
-            bad(
-                &name,
-                format!("{at}/type"),
-                format!("unknown type `{}`; {}", p.kind, ParamType::NAMES),
-            )
-        })?;
-        if let Some(d) = &p.default
-            && !kind.accepts(d)
-        {
-            return Err(bad(
-                &name,
-                format!("{at}/default"),
-                format!("the default {d} is not a {}", p.kind),
-            ));
-        }
-        params.push(ParamSpec {
-            name: p.name.clone(),
-            kind,
-            required: p.default.is_none(),
-            default: p.default.clone(),
-            description: p.description.clone().unwrap_or_default(),
-        });
-    }
-    match (&manifest.steps, &manifest.lua) {
-        (Some(_), Some(_)) => Err(bad(&name, "", "give either `steps` or `lua`, not both")),
-        (None, None) => Err(bad(
-            &name,
-            "/steps",
-            "`steps` is required and must not be empty (or give a `lua` program)",
-        )),
-        (None, Some(lua)) => {
-            let header = Header::parse(lua, &format!("{}.lua", slug(&name)))
-                .map_err(|e| bad(&name, "/lua", e.to_string()))?;
-            if !header.params.is_empty() && !params.is_empty() {
-                return Err(bad(
-                    &name,
-                    "/params",
-                    "declare the parameters once: in `params` or in the Lua header",
-                ));
-            }
-            if params.is_empty() {
-                params = header.params.clone();
-            }
-            let chunk = format!("{}.lua", slug(&name));
-            checks::compile_lua(lua, &chunk).map_err(|m| bad(&name, "/lua", m))?;
-            let capabilities = checks::uses_capabilities(host, &header, &chunk, CALLABLE)
-                .map_err(|m| bad(&name, "/lua", m))?;
-            let program = Program {
-                name: name.clone(),
-                params,
-                capabilities,
-                timeout: header.timeout,
-                body: Body::Lua(LuaBody {
-                    source: lua.clone(),
-                    chunk,
-                    modules: Vec::new(),
-                    config: None,
-                }),
-            };
-            Ok(Recipe { manifest, program })
-        }
-        (Some(raw), None) => {
-            if raw.is_empty() {
-                return Err(bad(&name, "/steps", "`steps` must not be empty"));
-            }
-            if raw.len() > MAX_STEPS {
-                return Err(bad(
-                    &name,
-                    "/steps",
-                    format!("{} steps is more than the {MAX_STEPS} allowed", raw.len()),
-                ));
-            }
-            let mut checked: Vec<Step> = Vec::new();
-            let mut tools: Vec<String> = Vec::new();
-            for (i, v) in raw.iter().enumerate() {
-                let step = check_step(host, &name, i, v, &params, &checked)?;
-                if let Step::Call { tool, .. } = &step
-                    && !tools.contains(tool)
-                {
-                    tools.push(tool.clone());
-                }
-                checked.push(step);
-            }
-            let program = Program {
-                name: name.clone(),
-                params,
-                capabilities: Capabilities::Tools(tools),
-                timeout: None,
-                body: Body::Steps(checked),
-            };
-            Ok(Recipe { manifest, program })
-        }
-    }
+        (None, Some(lua)) => SourceBody::Lua {
+            source: lua.clone(),
+            modules: Vec::new(),
+            config: None,
+        },
+        (Some(raw), None) => SourceBody::Steps(
+            raw.iter()
+                .enumerate()
+                .map(|(i, v)| parse_step(&name, i, v))
+                .collect::<Result<_>>()?,
+        ),
+    };
+    let source = Source {
+        name: name.clone(),
+        chunk: format!("{}.lua", slug(&name)),
+        description: manifest.description.clone().unwrap_or_default(),
+        params: manifest.params.clone(),
+        params_at: "/params".into(),
+        body,
+        steps_at: "/steps".into(),
+        args_key: "args",
+        lua_at: "/lua".into(),
+        timeout: None,
+        policy: POLICY,
+    };
+    let program = compile(source, registry)
+        .map_err(|p| bad(&name, p.pointer("/lua"), p.located_message()))?;
+    Ok(Recipe { manifest, program })
 }
 
-fn check_step(
-    host: &Host,
-    name: &str,
-    i: usize,
-    v: &Value,
-    params: &[ParamSpec],
-    earlier: &[Step],
-) -> Result<Step> {
+/// Reads one step of the manifest's shape: `{tool, args}` or a wait.
+fn parse_step(name: &str, i: usize, v: &Value) -> Result<StepSource> {
     let at = format!("/steps/{i}");
     let shape = "a step is {\"tool\": NAME, \"args\": {...}} or {\"wait\": {\"seconds\": N}}";
     let Value::Object(m) = v else {
@@ -326,18 +234,9 @@ fn check_step(
                 "write {\"wait\": N} or {\"wait\": {\"seconds\": N}}",
             )
         })?;
-        if !(secs > 0.0 && secs <= MAX_WAIT_SECS) {
-            return Err(bad(
-                name,
-                format!("{at}/wait"),
-                format!(
-                    "a wait must be more than 0 and at most {MAX_WAIT_SECS} seconds, got {secs}"
-                ),
-            ));
-        }
-        return Ok(Step::Wait(Duration::from_secs_f64(secs)));
+        return Ok(StepSource::Wait(secs));
     }
-    let tool_name = m
+    let tool = m
         .get("tool")
         .and_then(Value::as_str)
         .ok_or_else(|| bad(name, &at, shape))?;
@@ -348,75 +247,14 @@ fn check_step(
             format!("unknown key `{extra}`; {shape}"),
         ));
     }
-    let tool =
-        checks::find_tool(host, tool_name).map_err(|m| bad(name, format!("{at}/tool"), m))?;
-    if tool.spec().kind == Kind::Authoring || tool_name == "recipe_run" {
-        return Err(bad(
-            name,
-            format!("{at}/tool"),
-            format!(
-                "a recipe step cannot call `{tool_name}` (authoring tools and recipe_run cannot be steps)"
-            ),
-        ));
-    }
     let args = m.get("args").cloned().unwrap_or_else(|| json!({}));
     if !args.is_object() {
         return Err(bad(name, format!("{at}/args"), "`args` must be an object"));
     }
-    let template = Template::Interpolated(args);
-    let (instance, refs) =
-        checks::sample_args(&template, params).map_err(|m| bad(name, format!("{at}/args"), m))?;
-    for (pointer, r) in &refs {
-        let here = format!("{at}/args{pointer}");
-        match r {
-            ArgRef::Text(Part::Param(p), _) if !params.iter().any(|q| &q.name == p) => {
-                let declared: Vec<&str> = params.iter().map(|q| q.name.as_str()).collect();
-                return Err(bad(
-                    name,
-                    here,
-                    format!(
-                        "`${{{p}}}` is not a declared param ({}); add it to `params`",
-                        if declared.is_empty() {
-                            "none are declared".to_string()
-                        } else {
-                            format!("declared: {}", declared.join(", "))
-                        }
-                    ),
-                ));
-            }
-            ArgRef::Text(Part::Step { index, text, .. }, _) => {
-                if *index >= i {
-                    let earlier = if i == 0 {
-                        "the first step has no earlier step".to_string()
-                    } else {
-                        format!("a step can read only earlier steps (0 to {})", i - 1)
-                    };
-                    return Err(bad(
-                        name,
-                        here,
-                        format!("`${{{text}}}` reads step {index}, but {earlier}"),
-                    ));
-                }
-                if matches!(earlier[*index], Step::Wait(_)) {
-                    return Err(bad(
-                        name,
-                        here,
-                        format!(
-                            "`${{{text}}}` reads step {index}, which is a wait and has no result"
-                        ),
-                    ));
-                }
-            }
-            _ => {}
-        }
-    }
-    // Check what can already be seen: literals, and exact params by their type.
-    checks::check_args(&tool, &instance, &refs, params)
-        .map_err(|(pointer, m)| bad(name, format!("{at}/args{pointer}"), m))?;
-    Ok(Step::Call {
-        id: i.to_string(),
-        tool: tool_name.to_string(),
-        args: template,
+    Ok(StepSource::Call {
+        id: None,
+        tool: tool.to_string(),
+        args: Template::Interpolated(args),
     })
 }
 

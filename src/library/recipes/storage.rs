@@ -10,6 +10,7 @@ use super::{Manifest, Recipe, check, normal_name, slug};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::library::saving::Saving;
 use crate::store::{self, FileLock};
 
 /// A recipe as stored.
@@ -64,24 +65,11 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
 
 /// Saves a recipe after checking it; returns the checked recipe and whether one was replaced.
 pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, bool)> {
-    let recipe = check(host, manifest)?;
+    let recipe = check(host.registry(), manifest)?;
     let name = recipe.manifest.name.clone();
     let path = file(host, &name);
-    let _lock = FileLock::acquire(&path)?;
-    let existing: Option<Stored> = match store::read_json(&path) {
-        Ok(s) => s,
-        Err(Error::Corrupt { .. }) if replace => {
-            // never written over: the broken file is kept aside, under a name of its own
-            let aside = store::quarantine(&path)?;
-            host.warn(format!(
-                "{} could not be read; kept it as {} and saved the new recipe",
-                path.display(),
-                aside.display()
-            ));
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let saving = Saving::<Stored>::begin(host, &path, replace, "recipe")?;
+    let existing = &saving.existing;
     if let Some(old) = &existing {
         if normal_name(&old.manifest.name) != name {
             return Err(Error::Refused(format!(
@@ -106,7 +94,7 @@ pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, b
             .map_or_else(|| now.clone(), |o| o.created.clone()),
         updated: now,
     };
-    store::write_json(&path, &stored)?;
+    saving.write(&stored)?;
     Ok((recipe, existing.is_some()))
 }
 

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::gate::journal::Journal;
 use crate::gate::{CallContext, size_bucket};
 use crate::host::Host;
-use crate::program::steps::RunMode;
+use crate::program::run::RunMode;
 use crate::program::{self, Program, Resolved};
 use crate::registry::{Annotations, Effect, Kind, Registry, ToolSpec, handler};
 use crate::store::FileLock;
@@ -164,8 +164,8 @@ fn requested(host: &Host, args: &Value) -> Result<Recipe> {
         args.get("name").and_then(Value::as_str),
         args.get("manifest"),
     ) {
-        (Some(name), None) => check(host, load(host, name)?.manifest),
-        (None, Some(m)) => check(host, parse_manifest(m.clone())?),
+        (Some(name), None) => check(host.registry(), load(host, name)?.manifest),
+        (None, Some(m)) => check(host.registry(), parse_manifest(m.clone())?),
         _ => Err(Error::Usage(
             "give either `name` (a saved recipe) or `manifest` (an unsaved one), not both".into(),
         )),

@@ -7,10 +7,8 @@ use serde_json::{Value, json};
 use super::{MAX_FILE_BYTES, bad};
 
 use crate::error::Result;
-use crate::host::Host;
-use crate::program::check as checks;
-use crate::program::header::Header;
-use crate::registry::Kind;
+use crate::program::{Intent, Policy, Program, Source, compile};
+use crate::registry::{Kind, Registry};
 
 /// A config field's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -373,9 +371,23 @@ pub struct SkillScript {
     pub name: String,
     /// Its source.
     pub code: String,
-    /// Its header.
-    pub header: Header,
+    /// The program it is, compiled on its own (its skill's modules and config are added when
+    /// it is called: [`Program::in_package`]).
+    pub program: Program,
 }
+
+/// How skill scripts are compiled: `---@uses` may name leaf tools only, a script without it
+/// may call read tools only, and it runs for [`super::DEFAULT_TIMEOUT`] unless its header says.
+pub const POLICY: Policy = Policy {
+    what: "skill script",
+    intent: Intent::Save,
+    header_name: false,
+    callable: &[Kind::Leaf],
+    not_steps: &[],
+    max_steps: 0,
+    unmarked_required: false,
+    default_timeout: Some(super::DEFAULT_TIMEOUT),
+};
 
 /// A whole, checked package.
 #[derive(Debug, Clone)]
@@ -408,7 +420,7 @@ pub(super) fn valid_reference_name(n: &str) -> bool {
 
 /// Checks a package against the tools registered now; nothing is written.
 pub fn check_package(
-    host: &Host,
+    registry: &Registry,
     skill_md: &str,
     scripts: &[(String, String)],
     references: &[(String, String)],
@@ -435,16 +447,17 @@ pub fn check_package(
         if code.len() > MAX_FILE_BYTES {
             return Err(bad(&md.name, format!("{at}: larger than 1 MiB")));
         }
-        let header = Header::parse(code, &format!("{name}.lua"))
-            .map_err(|e| bad(&md.name, format!("{at}: {e}")))?;
-        checks::compile_lua(code, &format!("{name}.lua"))
-            .map_err(|m| bad(&md.name, format!("{at}: {m}")))?;
-        checks::uses_capabilities(host, &header, &format!("{name}.lua"), &[Kind::Leaf])
-            .map_err(|m| bad(&md.name, m))?;
+        let source = Source::lua_file(
+            &super::tool_name(&md.name, name),
+            &format!("{name}.lua"),
+            code.clone(),
+            POLICY,
+        );
+        let program = compile(source, registry).map_err(|p| bad(&md.name, format!("{at}: {p}")))?;
         checked.push(SkillScript {
             name: name.to_string(),
             code: code.clone(),
-            header,
+            program,
         });
     }
     let mut refs: Vec<(String, String)> = Vec::new();
@@ -483,7 +496,7 @@ pub fn check_package(
                 ),
             ));
         }
-        if let Some(other) = host.registry().get(&tool)
+        if let Some(other) = registry.get(&tool)
             && !other.spec().title.starts_with(&format!("{} / ", md.name))
         {
             return Err(bad(

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::package::{Package, check_package, valid_name};
-use super::tools::{capabilities, register_scripts, script_handler, unregister_scripts};
+use super::tools::{register_scripts, script_handler, unregister_scripts};
 use super::{DEFAULT_TIMEOUT, bad};
 
 use crate::error::{Error, Result};
@@ -75,7 +75,7 @@ pub(super) fn load_package(host: &Host, name: &str) -> Result<Package> {
     };
     let scripts = read_folder("scripts")?;
     let references = read_folder("references")?;
-    check_package(host, &skill_md, &scripts, &references)
+    check_package(host.registry(), &skill_md, &scripts, &references)
 }
 
 /// The values set for a skill: plain and secret, merged (secrets never leave the host).
@@ -271,10 +271,10 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
             json!({
                 "name": s.name,
                 "tool": tool_name(name, &s.name),
-                "description": s.header.description,
-                "params": s.header.params_schema(),
-                "timeout_secs": s.header.timeout.unwrap_or(DEFAULT_TIMEOUT).as_secs_f64(),
-                "may_call": capabilities(s).describe(),
+                "description": (!s.program.description.is_empty()).then_some(&s.program.description),
+                "params": s.program.header().params_schema(),
+                "timeout_secs": s.program.timeout.unwrap_or(DEFAULT_TIMEOUT).as_secs_f64(),
+                "may_call": s.program.capabilities.describe(),
             })
         })
         .collect();

@@ -5,22 +5,20 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::package::{Package, SkillScript, check_package, valid_name};
+use super::bad;
+use super::package::{Package, check_package, valid_name};
 use super::storage::{
     get, install, list, load_package, read_meta, remove, secret_values, set_config, set_enabled,
     skill_dir, tool_name, values,
 };
-use super::{DEFAULT_TIMEOUT, bad};
 use crate::text::{redact, redact_json};
 
 use crate::error::{Error, Result};
 use crate::gate::CallContext;
 use crate::host::Host;
-use crate::program::steps::RunMode;
-use crate::program::{self, Body, LuaBody, Program, Resolved, Scope};
-use crate::registry::{
-    Annotations, Capabilities, Effect, Handler, Kind, Registry, ToolSpec, handler,
-};
+use crate::program::run::RunMode;
+use crate::program::{self, Program, Resolved, Scope};
+use crate::registry::{Annotations, Effect, Handler, Kind, Registry, ToolSpec, handler};
 
 pub(super) fn unregister_scripts(host: &Host, name: &str) {
     let prefix = format!("skill__{}__", name.replace('-', "_"));
@@ -28,13 +26,6 @@ pub(super) fn unregister_scripts(host: &Host, name: &str) {
         if t.spec().name.starts_with(&prefix) {
             host.registry().unregister(&t.spec().name);
         }
-    }
-}
-
-pub(super) fn capabilities(script: &SkillScript) -> Capabilities {
-    match &script.header.uses {
-        Some(uses) => Capabilities::Tools(uses.clone()),
-        None => Capabilities::ReadOnly,
     }
 }
 
@@ -80,22 +71,12 @@ pub(super) fn script_program(host: &Host, skill: &str, script: &str) -> Result<P
             }
         }
     }
-    Ok(Program {
-        name: tool_name(skill, script),
-        params: s.header.params.clone(),
-        capabilities: capabilities(s),
-        timeout: Some(s.header.timeout.unwrap_or(DEFAULT_TIMEOUT)),
-        body: Body::Lua(LuaBody {
-            source: s.code.clone(),
-            chunk: format!("{}.lua", s.name),
-            modules: p
-                .scripts
-                .iter()
-                .map(|m| (m.name.clone(), m.code.clone()))
-                .collect(),
-            config: Some(config),
-        }),
-    })
+    let modules = p
+        .scripts
+        .iter()
+        .map(|m| (m.name.clone(), m.code.clone()))
+        .collect();
+    Ok(s.program.clone().in_package(modules, config))
 }
 
 /// The gate's view of a `skill_call` call: the script it runs.
@@ -114,21 +95,23 @@ pub(super) fn resolve_call(host: &Host, args: &Value) -> Result<Resolved> {
 pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<ToolSpec>> {
     let mut registered = Vec::new();
     for s in &package.scripts {
-        let caps = capabilities(s);
+        let caps = s.program.capabilities.clone();
         let (effect, annotations) =
             Scope::of(host.registry(), &caps, true).effect_and_annotations();
-        let description = s.header.description.clone().unwrap_or_else(|| {
+        let description = if s.program.description.is_empty() {
             format!(
                 "The `{}` script of the `{}` skill.",
                 s.name, package.md.name
             )
-        });
+        } else {
+            s.program.description.clone()
+        };
         let name = tool_name(&package.md.name, &s.name);
         let spec = ToolSpec::new(
             &name,
             &format!("{} / {}", package.md.name, s.name),
             &description,
-            s.header.params_schema(),
+            s.program.header().params_schema(),
         )
         .effect(effect, annotations)
         .kind(Kind::Workflow)
@@ -255,7 +238,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             let scripts = files_arg(&inv.args, "scripts", "code")?;
             let references = files_arg(&inv.args, "references", "content")?;
             let package = check_package(
-                &inv.host,
+                inv.host.registry(),
                 inv.args["skill_md"].as_str().unwrap_or(""),
                 &scripts,
                 &references,
@@ -263,7 +246,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             let calls: Vec<Value> = package
                 .scripts
                 .iter()
-                .map(|s| json!({"script": s.name, "may_call": capabilities(s).describe()}))
+                .map(|s| json!({"script": s.name, "may_call": s.program.capabilities.describe()}))
                 .collect();
             let (mut summary, updated) = install(&inv.host, package)?;
             summary["updated"] = json!(updated);
