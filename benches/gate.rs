@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use lmcp::registry::Invocation;
 use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
@@ -27,7 +25,7 @@ fn bench(c: &mut Criterion) {
             let inv = Invocation {
                 args: args.clone(),
                 ctx: CallContext::root(Origin::Cli, ConfirmMode::Confirmed),
-                host: Arc::clone(&host),
+                caller: host.caller(),
                 program: None,
             };
             rt.block_on(handler(inv)).unwrap()

@@ -61,7 +61,7 @@ fn bench(c: &mut Criterion) {
         let run = |ctx: CallContext| {
             let report = rt
                 .block_on(lmcp::program::run(
-                    &host,
+                    &host.caller(),
                     &ctx,
                     &program,
                     &Default::default(),
@@ -74,7 +74,8 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("{tool}/journal"), |b| {
             b.iter(|| {
                 // as a real run does: started, run, ended (so old journals are pruned)
-                let journal = Arc::new(Journal::start(&host, &program.name, "bench").unwrap());
+                let journal =
+                    Arc::new(Journal::start(host.as_ref(), &program.name, "bench").unwrap());
                 run(ctx().with_journal(Arc::clone(&journal)));
                 journal.end("done");
             })

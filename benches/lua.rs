@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lmcp::script::{Output, Vm, VmOptions};
 use lmcp::{CallContext, ConfirmMode, Origin};
@@ -35,7 +33,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("lua_1000_calls");
     group.throughput(Throughput::Elements(CALLS));
 
-    let vm = Vm::new(Arc::clone(&host), rt.handle().clone(), ctx(), options()).unwrap();
+    let vm = Vm::new(host.caller(), rt.handle().clone(), ctx(), options()).unwrap();
     let gated: Function = vm
         .exec(
             "return function(n) for i = 1, n do tools.echo{text = 'x'} end end",
@@ -95,7 +93,7 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     c.bench_function("sandbox_new", |b| {
-        b.iter(|| Vm::new(Arc::clone(&host), rt.handle().clone(), ctx(), options()).unwrap())
+        b.iter(|| Vm::new(host.caller(), rt.handle().clone(), ctx(), options()).unwrap())
     });
 }
 

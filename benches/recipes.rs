@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lmcp::library::recipes;
 use lmcp::script::{Output, Script, VmOptions};
@@ -54,13 +52,8 @@ fn bench(c: &mut Criterion) {
                 output: Output::Capture,
                 ..Default::default()
             };
-            rt.block_on(lmcp::script::run(
-                &Arc::clone(&host),
-                script,
-                ctx(),
-                options,
-            ))
-            .unwrap()
+            rt.block_on(lmcp::script::run(&host.caller(), script, ctx(), options))
+                .unwrap()
         })
     });
     group.finish();

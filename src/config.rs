@@ -21,6 +21,25 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::store::{self, FileLock, Paths};
 
+/// Limits of one Lua run: the VM's memory and the output it keeps. Set in the config, read by
+/// the Lua engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptLimits {
+    /// Bytes the Lua state may allocate.
+    pub memory: usize,
+    /// Bytes of captured output kept.
+    pub output: usize,
+}
+
+impl Default for ScriptLimits {
+    fn default() -> Self {
+        ScriptLimits {
+            memory: 64 << 20,
+            output: 1 << 20,
+        }
+    }
+}
+
 /// What a tool does to the world; the gate's grants and modes key on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -157,8 +176,8 @@ impl Default for Limits {
 
 impl Limits {
     /// The script limits these settings give.
-    pub fn script(&self) -> crate::script::ScriptLimits {
-        crate::script::ScriptLimits {
+    pub fn script(&self) -> ScriptLimits {
+        ScriptLimits {
             memory: (self.lua_memory_mb.max(1) as usize) << 20,
             output: (self.lua_output_kb.max(1) as usize) << 10,
         }

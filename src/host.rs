@@ -15,8 +15,8 @@ use std::time::SystemTime;
 
 use crate::config::{self, Config};
 use crate::error::Result;
-use crate::gate::{self, CallRequest, History, Outcome};
-use crate::registry::{Availability, Profile, Registry, Tool, Transport};
+use crate::gate::{CallRequest, Caller, History, Outcome};
+use crate::registry::{Availability, Invocation, Profile, Registry, Tool, Transport};
 use crate::store::{self, Paths};
 
 /// A file's (or a folder's files') modification times and sizes: a change to any shows.
@@ -134,7 +134,29 @@ impl Host {
 
     /// Runs one call through the gate. This is the only way any tool runs.
     pub async fn call(self: &Arc<Self>, request: CallRequest) -> Outcome {
-        gate::call(self, request).await
+        self.caller().call(request).await
+    }
+
+    /// This host as the layers below it see it: the gate, the runners and the Lua bridge.
+    pub fn caller(self: &Arc<Self>) -> Arc<dyn Caller> {
+        Arc::clone(self) as Arc<dyn Caller>
+    }
+
+    /// The host behind a caller. Every caller is a host: the trait only keeps the layers below
+    /// from naming this type.
+    pub fn of(caller: &dyn Caller) -> &Host {
+        caller
+            .as_any()
+            .downcast_ref::<Host>()
+            .expect("every Caller is a Host")
+    }
+
+    /// The shared host behind a caller (see [`Host::of`]).
+    pub fn shared(caller: &Arc<dyn Caller>) -> Arc<Host> {
+        Arc::clone(caller)
+            .into_any()
+            .downcast::<Host>()
+            .unwrap_or_else(|_| unreachable!("every Caller is a Host"))
     }
 
     /// What the library watcher last saw of the program stores (see [`crate::library::sync`]).
@@ -247,16 +269,8 @@ impl Host {
 
     /// Every tool the profile lists, sorted by name, each with its availability here and now.
     pub fn tools(&self, profile: Profile) -> Vec<(Arc<Tool>, Availability)> {
-        let config = self.config();
         self.registry
-            .all()
-            .into_iter()
-            .filter(|t| profile.includes(t.spec().profile))
-            .map(|t| {
-                let a = t.spec().availability(&config, self.transport);
-                (t, a)
-            })
-            .collect()
+            .in_profile(profile, &self.config(), self.transport)
     }
 
     /// Grant keys in the config that name nothing here — no tool, effect or `destructive`, and
@@ -405,6 +419,43 @@ impl Drop for ExpectedImports<'_> {
     fn drop(&mut self) {
         self.order.queues().remove(&self.workspace);
         self.order.turned.notify_all();
+    }
+}
+
+impl Caller for Host {
+    fn registry(&self) -> &Registry {
+        Host::registry(self)
+    }
+    fn config(&self) -> Arc<Config> {
+        Host::config(self)
+    }
+    fn config_problem(&self) -> Option<String> {
+        Host::config_problem(self)
+    }
+    fn history(&self) -> &History {
+        Host::history(self)
+    }
+    fn transport(&self) -> Transport {
+        Host::transport(self)
+    }
+    fn paths(&self) -> &Paths {
+        Host::paths(self)
+    }
+    fn warn(&self, message: String) {
+        Host::warn(self, message)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl Invocation {
+    /// The host the call runs in, for the tools and libraries that stand above it.
+    pub fn host(&self) -> Arc<Host> {
+        Host::shared(&self.caller)
     }
 }
 

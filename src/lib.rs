@@ -50,6 +50,8 @@ pub mod error;
 pub mod front;
 pub mod gate;
 pub mod host;
+#[cfg(test)]
+mod house_rules;
 pub mod library;
 pub mod open;
 pub mod program;

@@ -19,8 +19,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::gate::{CallContext, Pass};
-use crate::host::Host;
+use crate::gate::{CallContext, Caller, Pass};
 
 pub use crate::config::Effect;
 
@@ -244,7 +243,7 @@ pub struct ToolSpec {
     /// For gateways: works out the program a call would run, so the gate can show and confirm
     /// that program's effect before anything runs, and hand the handler that very snapshot.
     #[serde(skip)]
-    pub resolve: Option<crate::program::Resolver>,
+    pub resolve: Option<Resolver>,
 }
 
 impl ToolSpec {
@@ -320,7 +319,7 @@ impl ToolSpec {
     }
 
     /// Declares how the gate finds the program a call of this gateway runs.
-    pub fn resolves(mut self, f: crate::program::Resolver) -> Self {
+    pub fn resolves(mut self, f: Resolver) -> Self {
         self.resolve = Some(f);
         self
     }
@@ -376,17 +375,42 @@ impl ToolSpec {
     }
 }
 
-/// What a handler receives: validated arguments, the call's context, and the host for nested
+/// A program a gateway resolved, opaque to the registry and the gate: they pass it on to the
+/// handler, which knows its type ([`Invocation::program`]).
+pub type AnyProgram = Arc<dyn std::any::Any + Send + Sync>;
+
+/// What a gateway's resolver found: the program it will run (opaque here: the gate only passes
+/// it on to the handler), what that program may call, and whether it runs for real.
+pub struct Resolved {
+    /// The snapshot that will run: the handler receives this one, never a re-read.
+    pub program: AnyProgram,
+    /// The tools it may call, for the gate to work out and show its scope.
+    pub capabilities: Capabilities,
+    /// False for a plan (`recipe_run` without `confirm`): its state-changing calls preview.
+    pub for_real: bool,
+}
+
+/// Works out, from a gateway's validated arguments, the program it would run.
+pub type Resolver = fn(&dyn Caller, &Value) -> Result<Resolved>;
+
+/// What a handler receives: validated arguments, the call's context, and the caller for nested
 /// calls (which go back through the gate).
 pub struct Invocation {
     /// Arguments, already validated against the input schema.
     pub args: Value,
     /// Origin, depth, cancellation, deadline, progress, confirmation mode.
     pub ctx: CallContext,
-    /// The host, for tools that call other tools or read settings.
-    pub host: Arc<Host>,
+    /// The house the call runs in, for tools that call other tools or read settings.
+    pub caller: Arc<dyn Caller>,
     /// For a gateway: the program the gate resolved and showed; run exactly this one.
-    pub program: Option<Arc<crate::program::Program>>,
+    pub program: Option<AnyProgram>,
+}
+
+impl Invocation {
+    /// The program the gate resolved for this call, as the type its resolver made.
+    pub fn program<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.program.clone()?.downcast::<T>().ok()
+    }
 }
 
 /// The future a handler returns.
@@ -585,6 +609,23 @@ impl Drop for FinishDeferred<'_> {
 }
 
 impl Registry {
+    /// The tools a profile shows, each with its availability under `config` and `transport`.
+    pub fn in_profile(
+        &self,
+        profile: Profile,
+        config: &Config,
+        transport: Transport,
+    ) -> Vec<(Arc<Tool>, Availability)> {
+        self.all()
+            .into_iter()
+            .filter(|t| profile.includes(t.spec().profile))
+            .map(|t| {
+                let a = t.spec().availability(config, transport);
+                (t, a)
+            })
+            .collect()
+    }
+
     /// An empty registry.
     pub fn new() -> Registry {
         Registry::default()

@@ -278,7 +278,7 @@ async fn cancellation_stops_a_running_script() {
         source: "while true do pcall(sleep, 10) end".into(),
         name: "c.lua".into(),
     };
-    let e = lmcp::script::run(&t.host, script, ctx, Default::default())
+    let e = lmcp::script::run(&t.host.caller(), script, ctx, Default::default())
         .await
         .unwrap_err();
     assert_eq!(e.error.class(), "cancelled");

@@ -719,7 +719,7 @@ pub fn run_blocking(
         ..Default::default()
     };
     let root = CallContext::root(Origin::Repl, ConfirmMode::Ask);
-    let vm = Vm::new(Arc::clone(&host), handle.clone(), root, options)?;
+    let vm = Vm::new(host.caller(), handle.clone(), root, options)?;
     let globals = Arc::new(Mutex::new(Vec::new()));
     let mut session = Session {
         host: Arc::clone(&host),

@@ -77,7 +77,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
         Output::Terminal
     };
     let run_id = journal.as_ref().map(|j| j.id().to_string());
-    let ran = run_lua(host, &ctx, &program, params, output).await;
+    let ran = run_lua(&host.caller(), &ctx, &program, params, output).await;
     if let Some(j) = &journal {
         j.end(if ran.is_ok() { "done" } else { "failed" });
     }
@@ -162,7 +162,7 @@ fn journal_for(
 pub fn runs(host: &Arc<Host>, action: RunsCommand, json: bool) -> Result<u8> {
     match action {
         RunsCommand::List => {
-            let runs = RunLog::all(host);
+            let runs = RunLog::all(host.as_ref());
             let value = Value::Array(runs.iter().map(|r| r.to_json(false)).collect());
             emit(json, &value, || {
                 if runs.is_empty() {
@@ -195,7 +195,7 @@ pub fn runs(host: &Arc<Host>, action: RunsCommand, json: bool) -> Result<u8> {
             });
         }
         RunsCommand::Show { id } => {
-            let run = RunLog::read(host, &id)?;
+            let run = RunLog::read(host.as_ref(), &id)?;
             let value = run.to_json(true);
             emit(json, &value, || {
                 let mut out = format!(

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::Caller;
 use crate::error::{Error, Result};
-use crate::host::Host;
 use crate::store;
 
 /// Results larger than this are not kept (their size is); a resume cannot hand such a step's result
@@ -32,7 +32,7 @@ use crate::store;
 const MAX_KEPT_RESULT: usize = 1 << 20;
 
 /// Where run journals live.
-pub fn runs_dir(host: &Host) -> PathBuf {
+pub fn runs_dir(host: &dyn Caller) -> PathBuf {
     host.paths().data_dir.join("runs")
 }
 
@@ -187,7 +187,7 @@ const KEEP_SCRATCH: usize = 64 << 10;
 
 /// This installation's key for argument hashes (`CONFIG/journal.key`, readable by the user
 /// only), made on first use.
-fn journal_key(host: &Host) -> Result<[u8; 32]> {
+fn journal_key(host: &dyn Caller) -> Result<[u8; 32]> {
     let path = host.paths().config_dir.join("journal.key");
     let parse = |text: &str| -> Option<[u8; 32]> {
         let text = text.trim();
@@ -620,7 +620,7 @@ fn in_use(path: &Path) -> bool {
 
 impl Journal {
     /// Starts the journal of a new run of `program` (`fingerprint`: a hash of its source).
-    pub fn start(host: &Host, program: &str, fingerprint: &str) -> Result<Journal> {
+    pub fn start(host: &dyn Caller, program: &str, fingerprint: &str) -> Result<Journal> {
         let dir = runs_dir(host);
         store::ensure_dir(&dir)?;
         prune(&dir);
@@ -650,7 +650,7 @@ impl Journal {
     /// Opens run `id` to resume it: refused when it ran another program, or `fingerprint`
     /// (the program's source now) differs from the one it ran.
     pub fn resume(
-        host: &Host,
+        host: &dyn Caller,
         id: &str,
         program: &str,
         fingerprint: &str,
@@ -903,7 +903,7 @@ impl Journal {
 }
 
 /// Where run `id`'s journal is; refused for an id that names no run.
-fn journal_path(host: &Host, id: &str) -> Result<PathBuf> {
+fn journal_path(host: &dyn Caller, id: &str) -> Result<PathBuf> {
     let ok = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     let path = runs_dir(host).join(format!("{id}.jsonl"));
     if !ok || !path.is_file() {
@@ -961,7 +961,7 @@ pub struct RunLog {
 
 impl RunLog {
     /// Reads run `id`'s journal; a torn last line (a kill mid-write) is ignored.
-    pub fn read(host: &Host, id: &str) -> Result<RunLog> {
+    pub fn read(host: &dyn Caller, id: &str) -> Result<RunLog> {
         RunLog::read_path(&journal_path(host, id)?)
     }
 
@@ -1049,7 +1049,7 @@ impl RunLog {
     }
 
     /// Every run, newest first.
-    pub fn all(host: &Host) -> Vec<RunLog> {
+    pub fn all(host: &dyn Caller) -> Vec<RunLog> {
         let Ok(entries) = std::fs::read_dir(runs_dir(host)) else {
             return Vec::new();
         };

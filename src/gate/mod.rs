@@ -28,13 +28,16 @@
 //! Handlers can only be run with a [`Pass`], and only this module can make one.
 
 mod approval;
+mod caller;
 mod confirm;
 mod context;
 mod history;
 pub mod journal;
 mod plan;
+mod scope;
 
 pub use approval::{Approval, ShownCall};
+pub use caller::Caller;
 pub use confirm::{
     AlwaysYes, Answer, AnswerFuture, ConfirmRequest, Confirmer, NoPerson, Scripted, TtyPrompt,
     calls_line, render_prompt, shorten,
@@ -44,6 +47,7 @@ pub use context::{
 };
 pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
 pub use plan::{Plan, plan_hash};
+pub use scope::Scope;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,8 +56,6 @@ use serde_json::Value;
 
 use crate::config::{Config, Grant};
 use crate::error::{Error, SchemaProblem};
-use crate::host::Host;
-use crate::program::Scope;
 use crate::registry::{Availability, Effect, Invocation, Tool};
 
 /// Proof that the gate approved a call. Its field is private to this module, so nothing else can
@@ -65,7 +67,7 @@ const MAX_PROBLEMS: usize = 8;
 
 /// Runs one call through every stage of the gate. Never panics on bad input; every failure is an
 /// [`Outcome`].
-pub(crate) async fn call(host: &Arc<Host>, mut req: CallRequest) -> Outcome {
+pub(crate) async fn call(host: &Arc<dyn Caller>, mut req: CallRequest) -> Outcome {
     let started = Instant::now();
     let config = host.config();
     let tool = match req.resolved.take() {
@@ -101,7 +103,7 @@ pub(crate) async fn call(host: &Arc<Host>, mut req: CallRequest) -> Outcome {
             suggestions: host.registry().closest(&req.tool),
             name: req.tool,
         }),
-        Some(t) => with_config_problem(host, decide_and_run(host, t, &config, req).await),
+        Some(t) => with_config_problem(host.as_ref(), decide_and_run(host, t, &config, req).await),
     };
     record.done(outcome.class());
     outcome
@@ -109,7 +111,7 @@ pub(crate) async fn call(host: &Arc<Host>, mut req: CallRequest) -> Outcome {
 
 /// The history entry of one call, written when the call ends or when its future is dropped.
 struct Record<'a> {
-    host: &'a Arc<Host>,
+    host: &'a Arc<dyn Caller>,
     /// `None` in private mode, and once written.
     entry: Option<HistoryEntry>,
     started: Instant,
@@ -140,7 +142,7 @@ impl Drop for Record<'_> {
 
 /// Stages 2 to 7 for a resolved tool.
 async fn decide_and_run(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     tool: &Tool,
     config: &Config,
     req: CallRequest,
@@ -372,7 +374,7 @@ async fn decide_and_run(
     let invocation = Invocation {
         args,
         ctx,
-        host: Arc::clone(host),
+        caller: Arc::clone(host),
         program,
     };
     let mut running = std::pin::pin!(tool.run(invocation, &Pass(())));
@@ -421,16 +423,16 @@ fn how_to_allow(door: Origin, tool: &str) -> String {
 }
 
 fn program_scope(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     tool: &Tool,
     args: &Value,
     mode: ConfirmMode,
-) -> crate::error::Result<(Option<Arc<crate::program::Program>>, Option<Scope>)> {
+) -> crate::error::Result<(Option<crate::registry::AnyProgram>, Option<Scope>)> {
     let spec = tool.spec();
     if let Some(resolve) = spec.resolve {
-        let resolved = resolve(host, args)?;
+        let resolved = resolve(host.as_ref(), args)?;
         let for_real = resolved.for_real && mode != ConfirmMode::Preview;
-        let scope = resolved.program.scope(host.registry(), for_real);
+        let scope = Scope::of(host.registry(), &resolved.capabilities, for_real);
         return Ok((Some(resolved.program), Some(scope)));
     }
     Ok((
@@ -453,7 +455,7 @@ fn record_in_plan(ctx: &CallContext, tool: &str, args: &Value, previewed: bool) 
 
 /// A refusal made while the config cannot be read says so: the reason may be the fail-closed
 /// policy rather than the person's own settings.
-fn with_config_problem(host: &Host, outcome: Outcome) -> Outcome {
+fn with_config_problem(host: &dyn Caller, outcome: Outcome) -> Outcome {
     // While the config cannot be read, the usual advice (a grant, a mode switch) would be
     // refused too: what helps is fixing or repairing the file.
     let note = |reason: String| match host.config_problem() {

@@ -24,10 +24,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::error::Result;
-use crate::gate::ShownCall;
-use crate::host::Host;
-use crate::registry::{Annotations, Capabilities, Effect, Kind, Registry, ToolSpec};
+pub use crate::gate::Scope;
+use crate::registry::{Capabilities, Registry, Resolved};
 pub use compile::{Intent, Param, Policy, Problem, Source, SourceBody, StepSource, compile};
 pub use header::{Header, ParamSpec, ParamType};
 pub use steps::{Step, Template};
@@ -71,100 +69,17 @@ pub struct Program {
     pub body: Body,
 }
 
-/// What a gateway is about to run: the program, and whether for real (or as a plan).
-#[derive(Debug, Clone)]
-pub struct Resolved {
-    /// The snapshot that will run: the handler receives this one, never a re-read.
-    pub program: Arc<Program>,
-    /// False for a plan (`recipe_run` without `confirm`): its state-changing calls preview.
-    pub for_real: bool,
-}
-
-/// Works out, from a gateway's validated arguments, the program it would run.
-pub type Resolver = fn(&Host, &Value) -> Result<Resolved>;
-
-/// What a program may do, worked out before it runs: the state-changing calls it may make.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Scope {
-    /// Every state-changing tool it may call, with its effect and whether it is destructive.
-    pub calls: Vec<ShownCall>,
-    /// Whether every tool it may call is idempotent.
-    pub idempotent: bool,
-    /// Whether any tool it may call reaches outside the host.
-    pub open_world: bool,
-}
-
-impl Scope {
-    /// The scope of a program limited to `capabilities`. In a plan (`for_real` false) only the
-    /// tools that act even in a plan (those without a preview) count.
-    pub fn of(registry: &Registry, capabilities: &Capabilities, for_real: bool) -> Scope {
-        let specs: Vec<ToolSpec> = match capabilities {
-            Capabilities::Tools(names) => names
-                .iter()
-                .filter_map(|n| registry.get(n))
-                .map(|t| t.spec().clone())
-                .collect(),
-            Capabilities::ReadOnly => Vec::new(),
-            Capabilities::Unrestricted => registry.all().iter().map(|t| t.spec().clone()).collect(),
-        };
-        Scope {
-            calls: specs
-                .iter()
-                .filter(|s| {
-                    if s.kind == Kind::Gateway {
-                        // in a plan, a gateway's own program is a plan too: worked out (and
-                        // asked about, if need be) when it is called
-                        for_real
-                    } else {
-                        s.effect.changes_state() && (for_real || !s.has_preview)
-                    }
-                })
-                .map(|s| {
-                    // A gateway runs a program chosen by its arguments at run time: shown at its
-                    // worst, and its own program is worked out (and asked about) when called.
-                    let gateway = s.kind == Kind::Gateway;
-                    ShownCall {
-                        tool: s.name.clone(),
-                        effect: if gateway { Effect::Send } else { s.effect },
-                        destructive: gateway || s.annotations.destructive_hint,
-                    }
-                })
-                .collect(),
-            idempotent: specs.iter().all(|s| s.annotations.idempotent_hint),
-            open_world: specs.iter().any(|s| s.annotations.open_world_hint),
+impl Program {
+    /// What a gateway hands the gate: this program, which it will run exactly as resolved, and
+    /// whether for real (false for a plan: its state-changing calls preview).
+    pub fn resolved(self, for_real: bool) -> Resolved {
+        Resolved {
+            capabilities: self.capabilities.clone(),
+            program: Arc::new(self),
+            for_real,
         }
     }
 
-    /// The strongest effect among the calls; read when there are none.
-    pub fn effect(&self) -> Effect {
-        self.calls
-            .iter()
-            .map(|c| c.effect)
-            .max()
-            .unwrap_or(Effect::Read)
-    }
-
-    /// Whether any call may destroy or overwrite data.
-    pub fn destructive(&self) -> bool {
-        self.calls.iter().any(|c| c.destructive)
-    }
-
-    /// The effect and MCP annotations of a tool that runs this program.
-    pub fn effect_and_annotations(&self) -> (Effect, Annotations) {
-        let effect = self.effect();
-        (
-            effect,
-            Annotations {
-                read_only_hint: effect == Effect::Read,
-                destructive_hint: self.destructive(),
-                idempotent_hint: self.idempotent,
-                open_world_hint: self.open_world,
-            },
-        )
-    }
-}
-
-impl Program {
     /// What this program may do when run for real (or as a plan).
     pub fn scope(&self, registry: &Registry, for_real: bool) -> Scope {
         Scope::of(registry, &self.capabilities, for_real)

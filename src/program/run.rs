@@ -19,8 +19,8 @@ use serde_json::{Map, Value, json};
 use super::steps::{Results, Step, Template, resolve};
 use super::{Body, Program};
 use crate::error::{Error, Result};
+use crate::gate::Caller;
 use crate::gate::{CallContext, CallRequest, ConfirmMode, Outcome, Plan};
-use crate::host::Host;
 use crate::script::{self, Output, Script, ScriptFailure, ScriptOutcome, VmOptions};
 
 /// How a runner runs a program.
@@ -105,7 +105,7 @@ impl StepRecord {
 
 /// Runs one step through the gate as a call nested in `ctx`.
 pub async fn run_step(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     ctx: &CallContext,
     id: &str,
     tool: &str,
@@ -151,7 +151,7 @@ pub fn step_failed(
 
 /// Runs a program with the given parameters (bound and checked against its declared ones here).
 pub async fn run(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     ctx: &CallContext,
     program: &Program,
     given: &Map<String, Value>,
@@ -214,7 +214,7 @@ fn short(h: &str) -> &str {
 /// Runs once; a failed plan is noted in the plan's tree, so an outer plan knows even when a
 /// script caught the error.
 async fn run_once(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     ctx: &CallContext,
     program: &Program,
     params: &Map<String, Value>,
@@ -230,7 +230,7 @@ async fn run_once(
 }
 
 async fn run_body(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     ctx: &CallContext,
     program: &Program,
     params: &Map<String, Value>,
@@ -281,7 +281,7 @@ async fn run_body(
 }
 
 async fn run_steps(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     ctx: &CallContext,
     program: &Program,
     steps: &[Step],
@@ -382,7 +382,7 @@ fn template_value(t: &Template) -> Value {
 /// Runs a Lua program with already bound parameters in `ctx`, restricted to its capabilities.
 /// `output` chooses where `print` goes (captured everywhere but `lmcp run` and the REPL).
 pub async fn run_lua(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     ctx: &CallContext,
     program: &Program,
     params: Map<String, Value>,

@@ -73,7 +73,7 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::gate::CallContext;
-use crate::host::Host;
+use crate::gate::Caller;
 
 /// Instructions between two runs of the limit hook.
 pub const HOOK_EVERY: u32 = 1000;
@@ -118,7 +118,7 @@ impl From<Error> for ScriptFailure {
 /// Runs a script in a fresh sandbox on a thread where blocking is fine ([`vm::spawn`]) and
 /// returns its outcome. The context's deadline and cancellation token bound it.
 pub async fn run(
-    host: &Arc<Host>,
+    host: &Arc<dyn Caller>,
     script: Script,
     ctx: CallContext,
     options: VmOptions,

@@ -11,8 +11,8 @@ use serde_json::{Map, Value as Json};
 
 use super::{HOOK_EVERY, convert, patterns, stdlib};
 use crate::error::{Error, Result};
+use crate::gate::Caller;
 use crate::gate::{CallContext, CallRequest, Outcome, Preview};
-use crate::host::Host;
 use crate::registry::Profile;
 
 const PRELUDE: &str = include_str!("../../lua/prelude.lua");
@@ -20,23 +20,7 @@ const PRELUDE: &str = include_str!("../../lua/prelude.lua");
 /// another target (see `build.rs`), and then the text is compiled at start.
 const PRELUDE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude.luac"));
 
-/// Limits of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScriptLimits {
-    /// Bytes the Lua state may allocate.
-    pub memory: usize,
-    /// Bytes of captured output kept.
-    pub output: usize,
-}
-
-impl Default for ScriptLimits {
-    fn default() -> Self {
-        ScriptLimits {
-            memory: 64 << 20,
-            output: 1 << 20,
-        }
-    }
-}
+pub use crate::config::ScriptLimits;
 
 /// Where `print` and `log` go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +84,7 @@ pub const TERMINAL_OUTPUT_FACTOR: usize = 64;
 
 /// State shared by the hook and the host API functions of one VM.
 struct RunState {
-    host: Arc<Host>,
+    host: Arc<dyn Caller>,
     handle: tokio::runtime::Handle,
     ctx: Mutex<CallContext>,
     interrupted: AtomicBool,
@@ -675,7 +659,7 @@ pub mod ahead {
 /// fails if `work` panicked. The VM is closed after its value was sent, so that closing it
 /// (freeing every Lua object) is not on the caller's path.
 pub fn spawn<T: Send + 'static>(
-    host: Arc<Host>,
+    host: Arc<dyn Caller>,
     handle: tokio::runtime::Handle,
     ctx: CallContext,
     options: VmOptions,
@@ -713,7 +697,7 @@ pub struct Vm {
 impl Vm {
     /// Builds a fresh sandbox whose tool calls run in children of `ctx`.
     pub fn new(
-        host: Arc<Host>,
+        host: Arc<dyn Caller>,
         handle: tokio::runtime::Handle,
         ctx: CallContext,
         options: VmOptions,
@@ -724,7 +708,7 @@ impl Vm {
     /// [`Vm::new`] on a state made already (or on one made now, when `None`).
     fn from_fresh(
         fresh: Option<Fresh>,
-        host: Arc<Host>,
+        host: Arc<dyn Caller>,
         handle: tokio::runtime::Handle,
         ctx: CallContext,
         options: VmOptions,
@@ -1123,10 +1107,10 @@ fn build_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
     api.set(
         "tool_list",
         lua.create_function(move |lua, ()| {
-            let list: Vec<Json> = s
-                .get()?
-                .host
-                .tools(Profile::Full)
+            let host = &s.get()?.host;
+            let list: Vec<Json> = host
+                .registry()
+                .in_profile(Profile::Full, &host.config(), host.transport())
                 .iter()
                 .map(|(t, a)| {
                     let sp = t.spec();

@@ -303,7 +303,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             .effect(Effect::Write, write)
             .output(json!({"type": "object", "properties": {"workspace_id": {"type": "string"}, "name": {"type": "string"}}, "required": ["workspace_id"]})),
             handler(|inv| async move {
-                let ws = create(&inv.host, inv.args["name"].as_str().unwrap_or(""))?;
+                let ws = create(&inv.host(), inv.args["name"].as_str().unwrap_or(""))?;
                 Ok(json!({"workspace_id": ws.workspace_id, "name": ws.name}))
             }),
         ),
@@ -318,13 +318,13 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             .summary(|a| format!("delete the workspace {}", a["workspace_id"].as_str().unwrap_or("?"))),
             handler(|inv| async move {
                 let id = inv.args["workspace_id"].as_str().unwrap_or("").to_string();
-                delete(&inv.host, &id)?;
+                delete(&inv.host(), &id)?;
                 Ok(json!({"deleted": id}))
             }),
         ),
         (
             ToolSpec::new("workspace_list", "List workspaces", "List the workspaces: id, name, when created, how many assets.", json!({"type": "object", "properties": {}, "additionalProperties": false})),
-            handler(|inv| async move { Ok(json!({"workspaces": list(&inv.host)?})) }),
+            handler(|inv| async move { Ok(json!({"workspaces": list(&inv.host())?})) }),
         ),
         (
             ToolSpec::new(
@@ -337,7 +337,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             .requires(Requirements { terminal: false, local_files: true })
             .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}, "imported": {"type": "string", "description": "When it was imported (RFC 3339)"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256", "imported"]})),
             handler(|inv| async move {
-                let (host, args, ctx) = (inv.host, inv.args, inv.ctx);
+                let (host, args, ctx) = (inv.host(), inv.args, inv.ctx);
                 let a = tokio::task::spawn_blocking(move || import(&host, args["workspace_id"].as_str().unwrap_or(""), args["path"].as_str().unwrap_or(""), &ctx))
                     .await
                     .map_err(|e| Error::tool("asset_import", e.to_string()))??;
@@ -352,7 +352,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
                 json!({"type": "object", "properties": {"workspace_id": uuid_schema()}, "required": ["workspace_id"], "additionalProperties": false}),
             ),
             handler(|inv| async move {
-                let all = assets(&inv.host, inv.args["workspace_id"].as_str().unwrap_or(""))?;
+                let all = assets(&inv.host(), inv.args["workspace_id"].as_str().unwrap_or(""))?;
                 Ok(json!({"assets": all.iter().map(asset_json).collect::<Vec<_>>()}))
             }),
         ),
@@ -364,7 +364,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
                 json!({"type": "object", "properties": {"workspace_id": uuid_schema(), "asset_id": {"type": "integer", "minimum": 1}}, "required": ["workspace_id", "asset_id"], "additionalProperties": false}),
             ),
             handler(|inv| async move {
-                let (a, _) = asset(&inv.host, inv.args["workspace_id"].as_str().unwrap_or(""), inv.args["asset_id"].as_u64().unwrap_or(0))?;
+                let (a, _) = asset(&inv.host(), inv.args["workspace_id"].as_str().unwrap_or(""), inv.args["asset_id"].as_u64().unwrap_or(0))?;
                 Ok(asset_json(&a))
             }),
         ),

@@ -76,7 +76,7 @@ pub fn spec() -> ToolSpec {
 pub fn handler_fn() -> Handler {
     handler(|inv| async move {
         let args = &inv.args;
-        let cwd = Roots::of(&inv.host)?
+        let cwd = Roots::of(&inv.host())?
             .place(args.get("cwd").and_then(Value::as_str).unwrap_or("."))?
             .shown();
         let program = args["program"].as_str().unwrap_or_default().to_string();

@@ -111,7 +111,7 @@ pub fn list_spec() -> ToolSpec {
 /// `read_file`'s handler.
 pub fn read_handler() -> Handler {
     handler(|inv| async move {
-        let roots = Roots::of(&inv.host)?;
+        let roots = Roots::of(&inv.host())?;
         let input = inv.args["path"].as_str().unwrap_or_default().to_string();
         let (path, bytes) = tokio::task::spawn_blocking(move || roots.read(&input, MAX_FILE_BYTES))
             .await
@@ -130,7 +130,7 @@ pub fn read_handler() -> Handler {
 /// `write_file`'s handler.
 pub fn write_handler() -> Handler {
     handler(|inv| async move {
-        let roots = Roots::of(&inv.host)?;
+        let roots = Roots::of(&inv.host())?;
         let input = inv.args["path"].as_str().unwrap_or_default().to_string();
         let content = inv.args["content"].as_str().unwrap_or_default().to_string();
         if content.len() as u64 > MAX_FILE_BYTES {
@@ -152,7 +152,7 @@ pub fn write_handler() -> Handler {
 /// `list_dir`'s handler.
 pub fn list_handler() -> Handler {
     handler(|inv| async move {
-        let roots = Roots::of(&inv.host)?;
+        let roots = Roots::of(&inv.host())?;
         let given = inv.args.get("path").and_then(Value::as_str).unwrap_or("");
         let input = if given.is_empty() { "." } else { given }.to_string();
         tokio::task::spawn_blocking(move || list(&roots, &input))

@@ -117,7 +117,7 @@ pub fn spec() -> ToolSpec {
 /// The tool's handler.
 pub fn handler_fn() -> Handler {
     handler(|inv| async move {
-        let host = inv.host;
+        let host = inv.host();
         let config = host.config();
         if !config.signals.enabled {
             return Ok(json!({
@@ -455,7 +455,7 @@ pub fn flush_spec() -> ToolSpec {
 pub fn flush_handler() -> Handler {
     handler(|inv| async move {
         let force = inv.args["force"].as_bool().unwrap_or(false);
-        let host = inv.host;
+        let host = inv.host();
         let report = tokio::task::spawn_blocking(move || flush(&host, force))
             .await
             .map_err(|e| Error::tool("friction_flush", e.to_string()))??;
@@ -476,7 +476,7 @@ pub fn log_spec() -> ToolSpec {
 
 /// The `friction_log` handler.
 pub fn log_handler() -> Handler {
-    handler(|inv| async move { log(&inv.host) })
+    handler(|inv| async move { log(&inv.host()) })
 }
 
 /// Every payload sent or waiting, exactly as sent or to be sent.

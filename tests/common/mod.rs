@@ -133,7 +133,7 @@ impl TestHost {
                     }
                     let req =
                         lmcp::CallRequest::new("probe_nest", json!({"n": n - 1}), inv.ctx.child());
-                    inv.host.call(req).await.into_result()
+                    inv.caller.call(req).await.into_result()
                 }),
             )
             .unwrap();
@@ -255,7 +255,7 @@ pub async fn run_lua(
         source: source.to_string(),
         name: "test.lua".into(),
     };
-    lmcp::script::run(host, script, ctx, options)
+    lmcp::script::run(&host.caller(), script, ctx, options)
         .await
         .map_err(|f| {
             if f.output.is_empty() {

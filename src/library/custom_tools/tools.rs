@@ -35,16 +35,16 @@ pub(in crate::library) fn indexed_handler(path: PathBuf) -> Handler {
             let c = match compiled.get() {
                 Some(c) => Arc::clone(c),
                 None => {
-                    let c = Arc::new(compile_stored(&inv.host, &path)?);
-                    let registered = inv.host.registry().get(&c.spec.name);
+                    let c = Arc::new(compile_stored(&inv.host(), &path)?);
+                    let registered = inv.host().registry().get(&c.spec.name);
                     if registered.is_none_or(|t| Indexed::of(t.spec()) != Indexed::of(&c.spec)) {
                         // the gate confirmed the tool as it was listed, not as it is now: the
                         // new one is registered (and indexed) for the calls to come, not run
                         let name = c.spec.name.clone();
-                        inv.host
+                        inv.host()
                             .registry()
                             .register_or_replace(c.spec.clone(), workflow_handler(c))?;
-                        crate::library::noted_custom_tool(&inv.host, &path);
+                        crate::library::noted_custom_tool(&inv.host(), &path);
                         return Err(Error::Refused(format!(
                             "`{name}` was changed on disk ({}) since lmcp listed it, so this \
                              call did not run; it is loaded anew: check it (`lmcp tool show \
@@ -68,7 +68,7 @@ async fn run(inv: &crate::registry::Invocation, c: &Compiled) -> Result<Value> {
         Some(j) => inv.ctx.clone().with_journal(Arc::clone(j)),
         None => inv.ctx.clone(),
     };
-    let ran = program::run(&inv.host, &ctx, &c.program, &inputs, RunMode::AsCalled).await;
+    let ran = program::run(&inv.caller, &ctx, &c.program, &inputs, RunMode::AsCalled).await;
     let run_id = journal.as_ref().map(|j| {
         j.end(if ran.is_ok() { "done" } else { "failed" });
         j.id().to_string()
@@ -106,12 +106,15 @@ fn tool_journal(
     if c.spec.effect == Effect::Read
         || inv.ctx.journal().is_some()
         || inv.ctx.confirm_mode() != crate::gate::ConfirmMode::Confirmed
-        || inv.host.config().modes.private
+        || inv.host().config().modes.private
     {
         return Ok(None);
     }
-    let journal =
-        crate::gate::journal::Journal::start(&inv.host, &c.spec.name, &c.program.fingerprint())?;
+    let journal = crate::gate::journal::Journal::start(
+        inv.caller.as_ref(),
+        &c.spec.name,
+        &c.program.fingerprint(),
+    )?;
     Ok(Some(Arc::new(journal)))
 }
 
@@ -179,7 +182,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
                 .unwrap_or(false);
             let def: Definition = serde_json::from_value(args)
                 .map_err(|e| Error::Usage(format!("bad custom tool definition: {e}")))?;
-            let (c, replaced) = save(&inv.host, def, replace)?;
+            let (c, replaced) = save(&inv.host(), def, replace)?;
             Ok(json!({
                 "name": c.spec.name,
                 "effect": c.spec.effect,
@@ -200,7 +203,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
     .kind(Kind::Authoring);
     registry.register_builtin(
         list_spec,
-        handler(|inv| async move { Ok(json!({"tools": list(&inv.host)})) }),
+        handler(|inv| async move { Ok(json!({"tools": list(&inv.host())})) }),
     )?;
 
     let delete_spec = ToolSpec::new(
@@ -226,7 +229,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
         delete_spec,
         handler(|inv| async move {
             let name = inv.args["name"].as_str().unwrap_or_default().to_string();
-            delete(&inv.host, &name)?;
+            delete(&inv.host(), &name)?;
             Ok(json!({"deleted": name}))
         }),
     )?;

@@ -10,11 +10,13 @@ use super::storage::{delete, list, load, save};
 use super::{Recipe, check, parse_manifest};
 
 use crate::error::{Error, Result};
+use crate::gate::Caller;
 use crate::gate::journal::Journal;
 use crate::gate::{CallContext, size_bucket};
 use crate::host::Host;
 use crate::program::run::RunMode;
-use crate::program::{self, Program, Resolved};
+use crate::program::{self, Program};
+use crate::registry::Resolved;
 use crate::registry::{Annotations, Effect, Kind, Registry, ToolSpec, handler};
 use crate::store::FileLock;
 
@@ -108,7 +110,7 @@ pub async fn run(
         Some(j) => ctx.clone().with_journal(Arc::clone(j)),
         None => ctx.clone(),
     };
-    let mut outcome = program::run(host, &ctx, recipe, given, mode).await;
+    let mut outcome = program::run(&host.caller(), &ctx, recipe, given, mode).await;
     journal_summary(host, &recipe.name, &outcome);
     if let Some(j) = &journal {
         j.end(if outcome.is_ok() { "done" } else { "failed" });
@@ -173,12 +175,9 @@ fn requested(host: &Host, args: &Value) -> Result<Recipe> {
 }
 
 /// The gate's view of a `recipe_run` call: the program it runs, and whether for real.
-fn resolve_run(host: &Host, args: &Value) -> Result<Resolved> {
-    let recipe = requested(host, args)?;
-    Ok(Resolved {
-        program: Arc::new(recipe.program),
-        for_real: args["confirm"] == json!(true),
-    })
+fn resolve_run(caller: &dyn Caller, args: &Value) -> Result<Resolved> {
+    let recipe = requested(Host::of(caller), args)?;
+    Ok(recipe.program.resolved(args["confirm"] == json!(true)))
 }
 
 fn name_arg(v: &Value) -> String {
@@ -219,7 +218,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     registry.register_builtin(save_spec, handler(|inv| async move {
         let manifest = parse_manifest(inv.args["manifest"].clone())?;
         let replace = inv.args["replace"].as_bool().unwrap_or(false);
-        let (recipe, replaced) = save(&inv.host, manifest, replace)?;
+        let (recipe, replaced) = save(&inv.host(), manifest, replace)?;
         let body = if recipe.manifest.lua.is_some() { "lua" } else { "steps" };
         Ok(json!({"name": recipe.manifest.name, "step_count": recipe.step_count(), "body": body, "replaced": replaced}))
     }))?;
@@ -261,9 +260,9 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     registry.register_builtin(
         run_spec,
         handler(|inv| async move {
-            let program = match &inv.program {
-                Some(p) => Arc::clone(p),
-                None => Arc::new(requested(&inv.host, &inv.args)?.program),
+            let program = match inv.program::<Program>() {
+                Some(p) => p,
+                None => Arc::new(requested(&inv.host(), &inv.args)?.program),
             };
             let params = inv.args["params"].as_object().cloned().unwrap_or_default();
             let confirm = inv.args["confirm"].as_bool().unwrap_or(false);
@@ -277,7 +276,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 retry_unknown: inv.args["retry_unknown"] == json!(true),
             });
             let report = run(
-                &inv.host,
+                &inv.host(),
                 &inv.ctx,
                 &program,
                 &params,
@@ -299,9 +298,9 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     registry.register_builtin(
         list_spec,
         handler(|inv| async move {
-            let (recipes, problems) = list(&inv.host);
+            let (recipes, problems) = list(&inv.host());
             for p in &problems {
-                inv.host.warn(p.clone());
+                inv.host().warn(p.clone());
             }
             Ok(json!({"recipes": recipes, "unreadable": problems}))
         }),
@@ -316,7 +315,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     registry.register_builtin(
         get_spec,
         handler(|inv| async move {
-            let s = load(&inv.host, &name_arg(&inv.args))?;
+            let s = load(&inv.host(), &name_arg(&inv.args))?;
             Ok(json!({"manifest": s.manifest, "created": s.created, "updated": s.updated}))
         }),
     )?;
@@ -329,7 +328,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     );
     registry.register_builtin(
         export_spec,
-        handler(|inv| async move { export(&inv.host, &name_arg(&inv.args)) }),
+        handler(|inv| async move { export(&inv.host(), &name_arg(&inv.args)) }),
     )?;
 
     let import_spec = ToolSpec::new(
@@ -362,7 +361,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         handler(|inv| async move {
             let check_only = inv.args["check_only"].as_bool().unwrap_or(false);
             let replace = inv.args["replace"].as_bool().unwrap_or(false);
-            import(&inv.host, &inv.args["bundle"], check_only, replace)
+            import(&inv.host(), &inv.args["bundle"], check_only, replace)
         }),
     )?;
 
@@ -384,7 +383,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         delete_spec,
         handler(|inv| async move {
             let name = name_arg(&inv.args);
-            delete(&inv.host, &name)?;
+            delete(&inv.host(), &name)?;
             Ok(json!({"deleted": name}))
         }),
     )?;

@@ -15,9 +15,11 @@ use crate::text::{redact, redact_json};
 
 use crate::error::{Error, Result};
 use crate::gate::CallContext;
+use crate::gate::Caller;
 use crate::host::Host;
 use crate::program::run::RunMode;
-use crate::program::{self, Program, Resolved, Scope};
+use crate::program::{self, Program, Scope};
+use crate::registry::Resolved;
 use crate::registry::{Annotations, Effect, Handler, Kind, Registry, ToolSpec, handler};
 
 pub(super) fn unregister_scripts(host: &Host, name: &str) {
@@ -80,16 +82,13 @@ pub(super) fn script_program(host: &Host, skill: &str, script: &str) -> Result<P
 }
 
 /// The gate's view of a `skill_call` call: the script it runs.
-pub(super) fn resolve_call(host: &Host, args: &Value) -> Result<Resolved> {
+pub(super) fn resolve_call(caller: &dyn Caller, args: &Value) -> Result<Resolved> {
     let program = script_program(
-        host,
+        Host::of(caller),
         args["skill"].as_str().unwrap_or(""),
         args["script"].as_str().unwrap_or(""),
     )?;
-    Ok(Resolved {
-        program: Arc::new(program),
-        for_real: true,
-    })
+    Ok(program.resolved(true))
 }
 
 pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<ToolSpec>> {
@@ -130,9 +129,9 @@ pub(super) fn script_handler(skill: &str, script: &str) -> Handler {
     handler(move |inv| {
         let (skill, script) = (skill.clone(), script.clone());
         async move {
-            let program = Arc::new(script_program(&inv.host, &skill, &script)?);
+            let program = Arc::new(script_program(&inv.host(), &skill, &script)?);
             let name = tool_name(&skill, &script);
-            let listed = inv.host.registry().get(&name);
+            let listed = inv.host().registry().get(&name);
             let same = listed.is_some_and(|t| {
                 t.spec().capabilities.as_ref() == Some(&program.capabilities)
                     && t.spec().input_schema == program.header().params_schema()
@@ -140,14 +139,14 @@ pub(super) fn script_handler(skill: &str, script: &str) -> Handler {
             if !same {
                 // changed on disk since it was registered (same stamps, or before a sync):
                 // registered anew for the calls to come, not run as what the gate confirmed
-                match super::storage::load_one(&inv.host, &skill) {
+                match super::storage::load_one(&inv.host(), &skill) {
                     Some(_) => crate::library::noted_skill(
-                        &inv.host,
+                        &inv.host(),
                         &skill,
-                        &skill_dir(&inv.host, &skill),
+                        &skill_dir(&inv.host(), &skill),
                     ),
                     // not indexed: the next load tries (and warns) again
-                    None => crate::library::forget_skill(&inv.host, &skill),
+                    None => crate::library::forget_skill(&inv.host(), &skill),
                 }
                 return Err(Error::Refused(format!(
                     "the `{script}` script of the skill `{skill}` was changed on disk since lmcp \
@@ -156,7 +155,15 @@ pub(super) fn script_handler(skill: &str, script: &str) -> Handler {
                 )));
             }
             let params = inv.args.as_object().cloned().unwrap_or_default();
-            call(&inv.host, &inv.ctx, &skill, &script, &params, Some(program)).await
+            call(
+                &inv.host(),
+                &inv.ctx,
+                &skill,
+                &script,
+                &params,
+                Some(program),
+            )
+            .await
         }
     })
 }
@@ -178,7 +185,7 @@ pub async fn call(
     // them, and no preview or prompt of a call it makes does either.
     let secrets = secret_values(host, skill)?;
     let ctx = ctx.clone().with_secrets(secrets.clone());
-    let report = program::run(host, &ctx, &program, params, RunMode::AsCalled)
+    let report = program::run(&host.caller(), &ctx, &program, params, RunMode::AsCalled)
         .await
         .map_err(|e| redact_error(e, &secrets))?;
     let out =
@@ -217,11 +224,11 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
 
     registry.register_builtin(
         ToolSpec::new("skill_list", "List skills", "List the installed skills: name, description, toolNames, referenceNames, hasConfig, enabled, installtime, updatetime.", json!({"type": "object", "properties": {}, "additionalProperties": false})),
-        handler(|inv| async move { Ok(json!({"skills": list(&inv.host)})) }),
+        handler(|inv| async move { Ok(json!({"skills": list(&inv.host())})) }),
     )?;
     registry.register_builtin(
         ToolSpec::new("skill_get", "Show a skill", "A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the values set (secrets never shown), or null when there is no such skill.", name_only.clone()),
-        handler(|inv| async move { Ok(json!({"skill": get(&inv.host, inv.args["name"].as_str().unwrap_or(""))?})) }),
+        handler(|inv| async move { Ok(json!({"skill": get(&inv.host(), inv.args["name"].as_str().unwrap_or(""))?})) }),
     )?;
     let install_spec = ToolSpec::new(
         "skill_install",
@@ -238,7 +245,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             let scripts = files_arg(&inv.args, "scripts", "code")?;
             let references = files_arg(&inv.args, "references", "content")?;
             let package = check_package(
-                inv.host.registry(),
+                inv.host().registry(),
                 inv.args["skill_md"].as_str().unwrap_or(""),
                 &scripts,
                 &references,
@@ -248,7 +255,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 .iter()
                 .map(|s| json!({"script": s.name, "may_call": s.program.capabilities.describe()}))
                 .collect();
-            let (mut summary, updated) = install(&inv.host, package)?;
+            let (mut summary, updated) = install(&inv.host(), package)?;
             summary["updated"] = json!(updated);
             summary["scripts_call"] = json!(calls);
             Ok(summary)
@@ -261,7 +268,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     registry.register_builtin(
         remove_spec,
         handler(|inv| async move {
-            Ok(json!({"removed": remove(&inv.host, inv.args["name"].as_str().unwrap_or(""))?}))
+            Ok(json!({"removed": remove(&inv.host(), inv.args["name"].as_str().unwrap_or(""))?}))
         }),
     )?;
     let call_spec = ToolSpec::new(
@@ -279,12 +286,12 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         handler(|inv| async move {
             let params = inv.args["params"].as_object().cloned().unwrap_or_default();
             call(
-                &inv.host,
+                &inv.host(),
                 &inv.ctx,
                 inv.args["skill"].as_str().unwrap_or(""),
                 inv.args["script"].as_str().unwrap_or(""),
                 &params,
-                inv.program.clone(),
+                inv.program::<Program>(),
             )
             .await
         }),
@@ -303,7 +310,11 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         config_spec,
         handler(|inv| async move {
             let values = inv.args["values"].as_object().cloned().unwrap_or_default();
-            let keys = set_config(&inv.host, inv.args["name"].as_str().unwrap_or(""), &values)?;
+            let keys = set_config(
+                &inv.host(),
+                inv.args["name"].as_str().unwrap_or(""),
+                &values,
+            )?;
             Ok(json!({"set": keys}))
         }),
     )?;
@@ -319,7 +330,11 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         enable_spec,
         handler(|inv| async move {
             let enabled = inv.args["enabled"].as_bool().unwrap_or(true);
-            set_enabled(&inv.host, inv.args["name"].as_str().unwrap_or(""), enabled)?;
+            set_enabled(
+                &inv.host(),
+                inv.args["name"].as_str().unwrap_or(""),
+                enabled,
+            )?;
             Ok(json!({"name": inv.args["name"], "enabled": enabled}))
         }),
     )?;

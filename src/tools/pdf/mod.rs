@@ -94,7 +94,7 @@ pub fn spec() -> ToolSpec {
 /// The handler: builds on a blocking thread, reporting progress per page.
 pub fn handler_fn() -> Handler {
     handler(|inv| async move {
-        let (host, args, ctx) = (inv.host, inv.args, inv.ctx);
+        let (host, args, ctx) = (inv.host(), inv.args, inv.ctx);
         let title = args["title"].as_str().unwrap_or("").to_string();
         let preset = args["preset"].as_str().unwrap_or("portrait").to_string();
         let result = tokio::task::spawn_blocking(move || build(&host, &args, &ctx))

@@ -1,0 +1,167 @@
+//! Tests that keep the shape of the house: each rule here is one a door-by-door review kept
+//! missing, so a test reads the source and fails when code goes around it.
+//!
+//! - **Layers stand on the ones below.** Every `crate::` path in a module, in `use` lines and
+//!   inline alike, names a module of its own layer or a lower one. The one mutual pair allowed is
+//!   the registry and the gate: the registry names the gate's `Pass` token (whose constructor
+//!   the gate owns, so the compiler keeps every call going through the gate) and the call
+//!   context a handler receives. Where a lower layer must call back up, it does so through a
+//!   trait defined low and implemented above ([`crate::gate::Caller`]).
+//! - **Only `program/` builds a `Program`.** Every stored program becomes one through
+//!   [`crate::program::compile`].
+
+use std::path::{Path, PathBuf};
+
+/// The layers, lowest first; a module may name its own layer and those before it.
+const LAYERS: &[&[&str]] = &[
+    &["text"],
+    &["error"],
+    &["store"],
+    &["config"],
+    &["registry", "gate"],
+    &["script"],
+    &["program"],
+    &["host"],
+    &["tools"],
+    &["library"],
+    &["open"],
+    &["front"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("src/ is readable").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`None` for the crate root files).
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?;
+    let first = rel
+        .components()
+        .next()?
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    let name = first.trim_end_matches(".rs").to_string();
+    (!matches!(name.as_str(), "lib" | "main" | "house_rules")).then_some(name)
+}
+
+/// Every top-level module a file's code names through `crate::` (comments left out).
+fn named_modules(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                // `use crate::{a::X, b}`: each item's first segment
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let seg: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !seg.is_empty() {
+                        out.push(seg);
+                    }
+                }
+            } else {
+                let seg: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !seg.is_empty() {
+                    out.push(seg);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn layers_stand_on_the_ones_below() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut upward = Vec::new();
+    for file in &files {
+        let Some(module) = module_of(&src, file) else {
+            continue;
+        };
+        let own = layer_of(&module)
+            .unwrap_or_else(|| panic!("{module} is in no layer: add it to LAYERS"));
+        let text = std::fs::read_to_string(file).expect("readable");
+        for named in named_modules(&text) {
+            if named == module {
+                continue;
+            }
+            // macros and the crate's re-exports at its root
+            let Some(theirs) = layer_of(&named) else {
+                continue;
+            };
+            if theirs > own {
+                upward.push(format!(
+                    "{} ({module}) names crate::{named}, a layer above it",
+                    file.strip_prefix(&src).unwrap_or(file).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports that run back up:\n{}",
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_reader_sees_inline_and_grouped_paths() {
+    let names = named_modules(
+        "use crate::{gate::Pass, store};\nlet x = crate::host::Host::of(c); // crate::front\n",
+    );
+    assert_eq!(names, ["gate", "store", "host"]);
+}
+
+#[test]
+fn only_program_builds_a_program() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut builders = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap_or(file);
+        if rel.starts_with("program") || rel == Path::new("house_rules.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("readable");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("Program {") || code.contains("LuaBody {") {
+                builders.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        builders.is_empty(),
+        "a Program is built outside program/ (use program::compile):\n{}",
+        builders.join("\n")
+    );
+}
