@@ -3,14 +3,13 @@
 //! to the workspace. Driven with plain HTTP/1.0 requests, so every byte the server answers is
 //! seen as a client would see it.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 
-use common::{lmcp, lmcp_ok, spawn};
 use serde_json::{Value, json};
+
+use crate::common::{self, lmcp, lmcp_ok, spawn};
 
 /// A running `lmcp serve --http` on a free port; killed when dropped.
 struct Server {
