@@ -161,7 +161,7 @@ def main(binary: str, runs: int) -> None:
             report(f"{name} pdf  ", whole, theirs, (pdf_out / "document.pdf").stat().st_size, s_theirs)
         mixed = [str(p) for p in sets["mixed"]]
         took, _ = run([binary, "pdf", *mixed, "--title", "mixed", "--preset", "square", "-o", str(root / "mixed-ours")], env)
-        print(f"mixed: lmcp accepted all {len(mixed)} files in {took:.2f} s (upright pages: tests/pdf.rs renders every orientation)")
+        print(f"mixed: lmcp accepted all {len(mixed)} files in {took:.2f} s (upright pages: tests/all/pdf.rs renders every orientation)")
         refused = []
         for f in mixed:
             r = subprocess.run(["img2pdf", "-o", str(root / "one.pdf"), f], capture_output=True)

@@ -127,6 +127,12 @@ pub enum Command {
         #[arg(long, value_name = "SECS", requires = "http", default_value_t = super::http::IDLE_AFTER.as_secs(),
               value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
         idle_timeout: u64,
+        /// With --http: cut off a client that has not sent a request's headers within SECS
+        /// seconds (hidden: for tests, which need not wait the default).
+        #[arg(long, value_name = "SECS", requires = "http", hide = true,
+              default_value_t = super::http::HEADER_TIMEOUT.as_secs(),
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        header_timeout: u64,
     },
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
@@ -541,6 +547,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             show_token,
             rotate_token,
             idle_timeout,
+            header_timeout,
         } => {
             let profile = match profile {
                 ProfileArg::Core => Profile::Core,
@@ -566,6 +573,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
                         addr: super::http::parse_addr(&addr)?,
                         allow_remote,
                         idle: std::time::Duration::from_secs(idle_timeout),
+                        header_timeout: std::time::Duration::from_secs(header_timeout),
                     };
                     super::http::serve(Arc::clone(host), profile, options).await
                 }

@@ -3,8 +3,8 @@
 //!
 //! Each has one source — the clap definition in [`super::cli`] or the registry — as helix
 //! generates its command docs from one list. The committed copies (`docs/cli.md`, `docs/lmcp.1`,
-//! `docs/mcp/*.json`, the table in `README.md`) are checked by `tests/docs.rs`, and refreshed with
-//! `BLESS=1 cargo test --test docs`.
+//! `docs/mcp/*.json`, the table in `README.md`) are checked by `tests/all/docs.rs`, and refreshed
+//! with `BLESS=1 cargo test --test all docs::`.
 
 use std::sync::Arc;
 
@@ -181,7 +181,7 @@ pub fn help_reference() -> String {
     let mut out = String::from(
         "# lmcp command reference\n\n\
          Every command's `--help`, generated from the command-line definition \
-         (`BLESS=1 cargo test --test docs` refreshes it; do not edit by hand).\n",
+         (`BLESS=1 cargo test --test all docs::` refreshes it; do not edit by hand).\n",
     );
     add_help(&command(), &mut Vec::new(), &mut out);
     out

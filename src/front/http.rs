@@ -43,7 +43,8 @@ pub const MAX_SESSIONS: usize = 128;
 /// Most connections open at once (each an open file); past it new ones are closed at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 
-/// How long a client has to send a request's headers.
+/// How long a client has to send a request's headers (the hidden `--header-timeout` changes it,
+/// so tests need not wait this long).
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A session with no request being answered and no stream open for this long is closed
@@ -59,6 +60,8 @@ pub struct Options {
     pub allow_remote: bool,
     /// How long a session may go unused before it is closed.
     pub idle: Duration,
+    /// How long a client has to send a request's headers.
+    pub header_timeout: Duration,
 }
 
 /// The file the bearer token is kept in, readable by the user only.
@@ -289,6 +292,7 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
         addr,
         allow_remote,
         idle,
+        header_timeout,
     } = options;
     if !addr.ip().is_loopback() && !allow_remote {
         return Err(Error::Usage(format!(
@@ -407,7 +411,7 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
             // a client that does not finish its headers in time is let go
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(header_timeout)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), handle)
                 .await;
             drop(permit);

@@ -268,13 +268,32 @@ pub async fn run_lua(
         })
 }
 
+/// The context of a call from `origin` whose person said yes up front: confirmed, and every
+/// question answered yes.
+pub fn confirmed(origin: lmcp::Origin) -> lmcp::CallContext {
+    lmcp::CallContext::root(origin, lmcp::ConfirmMode::Confirmed)
+        .with_confirmer(Arc::new(lmcp::gate::AlwaysYes))
+}
+
+/// The context of a call from an MCP client whose person says yes to everything.
+pub fn ctx() -> lmcp::CallContext {
+    confirmed(lmcp::Origin::Mcp)
+}
+
+/// Calls a tool on `host` as an MCP client whose person says yes ([`ctx`]); the whole outcome.
+pub async fn call(host: &Arc<Host>, tool: &str, args: Value) -> lmcp::Outcome {
+    host.call(lmcp::CallRequest::new(tool, args, ctx())).await
+}
+
 /// Calls a tool as a person who said yes up front (`--yes`), from the CLI; the result or the
 /// error's message.
 pub async fn call_yes(host: &Arc<Host>, tool: &str, args: Value) -> Result<Value, String> {
-    let ctx = lmcp::CallContext::root(lmcp::Origin::Cli, lmcp::ConfirmMode::Confirmed)
-        .with_confirmer(Arc::new(lmcp::gate::AlwaysYes));
-    host.call(lmcp::CallRequest::new(tool, args, ctx))
-        .await
-        .into_result()
-        .map_err(|e| e.to_string())
+    host.call(lmcp::CallRequest::new(
+        tool,
+        args,
+        confirmed(lmcp::Origin::Cli),
+    ))
+    .await
+    .into_result()
+    .map_err(|e| e.to_string())
 }

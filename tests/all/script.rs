@@ -1,13 +1,12 @@
 //! The Lua sandbox, by category: capabilities that must be absent, limits that must hold (with
 //! the host still working afterwards), and attempts to get around the gate.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{TestHost, run_lua};
 use lmcp::ConfirmMode;
 use serde_json::{Value, json};
+
+use crate::common::{TestHost, run_lua};
 
 const SHORT: Duration = Duration::from_millis(400);
 /// The deadline for scripts that recurse until a limit stops them: long enough that a loaded

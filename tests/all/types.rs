@@ -1,5 +1,5 @@
 //! The LuaLS definitions in `lua/meta/tools.lua` match what the registry generates today.
-//! Run `BLESS=1 cargo test --test types` to refresh them after changing a tool.
+//! Run `BLESS=1 cargo test --test all types::` to refresh them after changing a tool.
 
 use lmcp::Host;
 use lmcp::store::Paths;
@@ -16,7 +16,7 @@ fn lua_meta_is_fresh() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "lua/meta/tools.lua is stale; run `BLESS=1 cargo test --test types` and commit it"
+        "lua/meta/tools.lua is stale; run `BLESS=1 cargo test --test all types::` and commit it"
     );
     assert!(generated.contains("function tools.calculate(args) end"));
     assert!(generated.contains("---@field expression string"));

@@ -1,13 +1,12 @@
 //! The gate protects itself: lmcp's own folders are out of reach of the file tools whatever the
 //! roots say, wide roots need a yes, and a symlink swapped during calls never leads outside.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{TestHost, call_yes, lmcp, lmcp_ok};
 use serde_json::json;
+
+use crate::common::{TestHost, call_yes, lmcp, lmcp_ok};
 
 #[test]
 fn a_root_of_slash_needs_a_yes_and_still_keeps_lmcp_out_of_reach() {

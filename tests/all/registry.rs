@@ -1,11 +1,10 @@
 //! Walks the registry: every tool is fully described, and results meet declared output schemas.
 
-mod common;
-
-use common::TestHost;
 use lmcp::registry::{Effect, Profile};
-use lmcp::{CallContext, CallRequest, ConfirmMode, Host, Origin};
+use lmcp::{CallRequest, Host, Origin};
 use serde_json::{Value, json};
+
+use crate::common::{self, TestHost};
 
 #[test]
 fn every_tool_is_fully_described() {
@@ -165,15 +164,11 @@ async fn results_meet_their_output_schemas() {
     image::RgbImage::from_pixel(8, 6, image::Rgb([200, 30, 30]))
         .save(workspace.join("red.png"))
         .unwrap();
-    let ctx = || {
-        CallContext::root(Origin::Cli, ConfirmMode::Confirmed)
-            .with_confirmer(std::sync::Arc::new(lmcp::gate::AlwaysYes))
-    };
     let call = |name: &'static str, args: Value| {
         let host = std::sync::Arc::clone(&t.host);
         async move {
             match host
-                .call(CallRequest::new(name, args, ctx()))
+                .call(CallRequest::new(name, args, common::confirmed(Origin::Cli)))
                 .await
                 .into_result()
             {

@@ -1,33 +1,22 @@
 //! Recipes: save-time checks, interpolation in real runs, plans and confirmation, plan hashes,
 //! failing steps, cancel during a wait, export/import, restarts and corrupt files.
 
-mod common;
-
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{TestHost, json_out, lmcp};
-use lmcp::gate::AlwaysYes;
-use lmcp::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
+use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
 use serde_json::{Value, json};
 
-fn ctx() -> CallContext {
-    CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes))
-}
-
-async fn call(t: &TestHost, tool: &str, args: Value) -> Outcome {
-    t.host.call(CallRequest::new(tool, args, ctx())).await
-}
+use crate::common::{self, TestHost, call, ctx, json_out, lmcp};
 
 async fn save(t: &TestHost, manifest: Value) -> Result<Value, String> {
-    call(t, "recipe_save", json!({"manifest": manifest}))
+    call(&t.host, "recipe_save", json!({"manifest": manifest}))
         .await
         .into_result()
         .map_err(|e| e.to_string())
 }
 
 async fn run(t: &TestHost, args: Value) -> Result<Value, lmcp::Error> {
-    call(t, "recipe_run", args).await.into_result()
+    call(&t.host, "recipe_run", args).await.into_result()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,10 +185,14 @@ async fn every_save_time_error_names_its_pointer() {
             .unwrap_err()
             .contains("would share the file name demo-morning-brief.json")
     );
-    let replaced = call(&t, "recipe_save", json!({"manifest": ok, "replace": true}))
-        .await
-        .into_result()
-        .unwrap();
+    let replaced = call(
+        &t.host,
+        "recipe_save",
+        json!({"manifest": ok, "replace": true}),
+    )
+    .await
+    .into_result()
+    .unwrap();
     assert_eq!(replaced["replaced"], json!(true));
 }
 
@@ -407,7 +400,7 @@ async fn export_import_round_trip_and_tampering() {
     let manifest = json!({"name": "Shared", "description": "d", "params": [{"name": "e", "type": "string", "default": "1+1"}],
         "steps": [{"tool": "calculate", "args": {"expression": "${e}"}}, {"tool": "run_command", "args": {"program": "true"}}]});
     save(&a, manifest.clone()).await.unwrap();
-    let bundle = call(&a, "recipe_export", json!({"name": "Shared"}))
+    let bundle = call(&a.host, "recipe_export", json!({"name": "Shared"}))
         .await
         .into_result()
         .unwrap();
@@ -422,7 +415,7 @@ async fn export_import_round_trip_and_tampering() {
         })
         .unwrap();
     let report = call(
-        &b,
+        &b.host,
         "recipe_import",
         json!({"bundle": bundle, "check_only": true}),
     )
@@ -440,19 +433,19 @@ async fn export_import_round_trip_and_tampering() {
         json!("no_terminal")
     );
     assert!(
-        call(&b, "recipe_get", json!({"name": "Shared"}))
+        call(&b.host, "recipe_get", json!({"name": "Shared"}))
             .await
             .into_result()
             .is_err(),
         "check_only saves nothing"
     );
-    let report = call(&b, "recipe_import", json!({"bundle": bundle}))
+    let report = call(&b.host, "recipe_import", json!({"bundle": bundle}))
         .await
         .into_result()
         .unwrap();
     assert_eq!(report["saved"], json!(true));
     assert_eq!(
-        call(&b, "recipe_get", json!({"name": "Shared"}))
+        call(&b.host, "recipe_get", json!({"name": "Shared"}))
             .await
             .into_result()
             .unwrap()["manifest"],
@@ -462,7 +455,7 @@ async fn export_import_round_trip_and_tampering() {
     let mut tampered = bundle.clone();
     tampered["recipe"]["steps"][0]["args"]["expression"] = json!("6*7");
     let e = call(
-        &b,
+        &b.host,
         "recipe_import",
         json!({"bundle": tampered, "replace": true}),
     )
@@ -474,7 +467,7 @@ async fn export_import_round_trip_and_tampering() {
     let mut wrong = bundle.clone();
     wrong["format"] = json!("something-else");
     assert!(
-        call(&b, "recipe_import", json!({"bundle": wrong}))
+        call(&b.host, "recipe_import", json!({"bundle": wrong}))
             .await
             .into_result()
             .unwrap_err()

@@ -1,11 +1,10 @@
 //! Hostile input never takes lmcp down: bombs are refused early with a clear error, limits
 //! name themselves, and no invocation panics.
 
-mod common;
-
-use common::{TestHost, call_yes, lmcp};
 use serde_json::json;
 use std::path::Path;
+
+use crate::common::{self, TestHost, call_yes, lmcp};
 
 /// A YAML alias bomb (9 levels of 9 aliases: ~400 bytes that expand to billions of nodes) is
 /// refused before anything is built, quickly, through `skill_install`.

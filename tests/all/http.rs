@@ -3,14 +3,13 @@
 //! to the workspace. Driven with plain HTTP/1.0 requests, so every byte the server answers is
 //! seen as a client would see it.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 
-use common::{lmcp, lmcp_ok, spawn};
 use serde_json::{Value, json};
+
+use crate::common::{self, lmcp, lmcp_ok, spawn};
 
 /// A running `lmcp serve --http` on a free port; killed when dropped.
 struct Server {
@@ -883,29 +882,43 @@ fn an_idle_session_expires() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// A client that sends its headers too slowly is cut off (after 10 s), so idle connections
-/// cannot hold the server's connection slots.
+/// A client that sends its headers too slowly is cut off (after 10 s; here after the 1 s of the
+/// hidden `--header-timeout`), so idle connections cannot hold the server's connection slots.
 #[test]
 fn headers_sent_too_slowly_are_cut_off() {
     let home = tempfile::tempdir().unwrap();
-    let server = Server::start(home.path());
+    let server = Server::start_with(
+        home.path(),
+        &["serve", "--http", "127.0.0.1:0", "--header-timeout", "1"],
+    );
     let mut s = TcpStream::connect(&server.addr).unwrap();
     s.write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n")
         .unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+    s.set_read_timeout(Some(std::time::Duration::from_secs(8)))
         .unwrap();
     let started = std::time::Instant::now();
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);
     let waited = started.elapsed();
     assert!(
-        waited >= std::time::Duration::from_secs(8) && waited < std::time::Duration::from_secs(19),
+        waited >= std::time::Duration::from_millis(500)
+            && waited < std::time::Duration::from_secs(6),
         "closed after {waited:?}: {:?}",
         String::from_utf8_lossy(&rest)
     );
     // the server still answers others
     let (status, _, _) = server.rpc(&common::initialize(json!(1)), &[]);
     assert_eq!(status, 200);
+    // the setting is checked
+    for bad in ["0", "soon", "3601"] {
+        let out = lmcp(home.path(), &["serve", "--http", "--header-timeout", bad]);
+        assert_eq!(out.status.code(), Some(2), "--header-timeout {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("invalid value") && err.contains("--header-timeout"),
+            "{err}"
+        );
+    }
 }
 
 /// Handshakes whose headers all arrive before their bodies pass the check in front together;

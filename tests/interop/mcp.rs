@@ -1,16 +1,14 @@
 //! Interop cross-check (the `interop` feature, run by `.ci/run` after `cargo test`): `lmcp serve`
 //! driven by the official Python MCP SDK client (`pip install mcp`, as `.ci/run` does), in both
-//! protocol generations — the same scenarios `tests/mcp_client.rs` drives with rmcp's client: listing (with and without output schemas), calls with
+//! protocol generations — the same scenarios `tests/all/mcp_client.rs` drives with rmcp's client: listing (with and without output schemas), calls with
 //! structured results, invalid arguments as isError, an unknown tool as a protocol error, a
 //! custom tool created over MCP with its list-changed notice, cancelling a long Lua run,
 //! progress from a recipe and from a PDF build, and elicitation accepted and declined. See `tests/mcp/scenarios.py`.
 //! Also `lmcp serve --http` with the SDK's Streamable HTTP client (`tests/mcp/http_scenarios.py`).
 
-#![cfg(feature = "interop")]
-
-mod common;
-
 use std::process::Command;
+
+use crate::common;
 
 fn python_has_mcp() -> bool {
     Command::new("python3")

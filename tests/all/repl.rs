@@ -1,13 +1,11 @@
 //! The REPL end to end, through a pseudo-terminal: multi-line input, completion, a confirmation
 //! prompt, Ctrl-C during an endless loop, meta-commands and history.
 
-#![cfg(unix)]
-
-mod common;
-
 use std::process::Command;
 
 use rexpect::session::{PtySession, spawn_command};
+
+use crate::common;
 
 fn repl(home: &std::path::Path) -> PtySession {
     let mut cmd = Command::new(common::bin());

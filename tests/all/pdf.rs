@@ -1,23 +1,18 @@
 //! build_image_pdf: pages, sizes, JPEG pass-through byte for byte, SMask for alpha, CMYK decode,
 //! EXIF orientation, the manifest, bad inputs, and pages rendered back (hayro; with the `interop`
-//! feature also poppler's pdftoppm, and the two must agree).
-
-mod common;
+//! feature also poppler's pdftoppm, and the two must agree). `tests/interop` includes this
+//! module too, so `.ci/run`'s interop step runs it with the feature.
 
 use std::path::{Path, PathBuf};
 
-use common::TestHost;
 use serde_json::{Value, json};
 
-async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
-    common::call_yes(&t.host, tool, args).await
-}
+use crate::common::{self, TestHost, call_yes};
 
 /// Builds what must fail: the error is a tool failure (exit 1) whose details are SPEC §6's
 /// `stage: failed` result, returned here.
 async fn failed_build(t: &TestHost, args: Value) -> Value {
-    let ctx = lmcp::CallContext::root(lmcp::Origin::Cli, lmcp::ConfirmMode::Confirmed)
-        .with_confirmer(std::sync::Arc::new(lmcp::gate::AlwaysYes));
+    let ctx = common::confirmed(lmcp::Origin::Cli);
     let e = t
         .host
         .call(lmcp::CallRequest::new("build_image_pdf", args, ctx))
@@ -67,7 +62,7 @@ async fn fixture(files: &[(&str, Vec<u8>)]) -> Fixture {
     let t = TestHost::new();
     let dir = t.home().join("data/workspace");
     std::fs::create_dir_all(&dir).unwrap();
-    let ws = call(&t, "workspace_create", json!({"name": "album"}))
+    let ws = call_yes(&t.host, "workspace_create", json!({"name": "album"}))
         .await
         .unwrap()["workspace_id"]
         .as_str()
@@ -75,8 +70,8 @@ async fn fixture(files: &[(&str, Vec<u8>)]) -> Fixture {
         .to_string();
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes).unwrap();
-        call(
-            &t,
+        call_yes(
+            &t.host,
             "asset_import",
             json!({"workspace_id": ws, "path": name}),
         )
@@ -161,7 +156,7 @@ async fn jpeg_passthrough_png_alpha_and_presets() {
         ("portrait", (595.3, 841.9)),
         ("landscape", (841.9, 595.3)),
     ] {
-        let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [2, 1, 3], "title": "Trip", "preset": preset})).await.unwrap();
+        let r = call_yes(&f.t.host, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [2, 1, 3], "title": "Trip", "preset": preset})).await.unwrap();
         assert_eq!(r["stage"], "ready", "{r}");
         assert_eq!(
             r["pages"],
@@ -193,7 +188,7 @@ async fn jpeg_passthrough_png_alpha_and_presets() {
         );
         if preset == "square" {
             // without the 16-bit image, 1.4 is enough (soft masks)
-            let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [2, 1], "title": "Trip", "preset": preset})).await.unwrap();
+            let r = call_yes(&f.t.host, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [2, 1], "title": "Trip", "preset": preset})).await.unwrap();
             let head = std::fs::read(r["file_path"].as_str().unwrap()).unwrap();
             assert!(head.starts_with(b"%PDF-1.4"), "SMask needs 1.4");
         }
@@ -287,7 +282,7 @@ async fn orientation_swaps_the_placed_size() {
         .collect();
     let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
     let f = fixture(&refs).await;
-    let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9], "title": "o", "preset": "square"})).await.unwrap();
+    let r = call_yes(&f.t.host, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9], "title": "o", "preset": "square"})).await.unwrap();
     let manifest: Value = serde_json::from_str(
         &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
     )
@@ -345,7 +340,9 @@ async fn bad_inputs_give_the_documented_errors() {
     zero["source_asset_ids"] = json!([0]);
     cases.push((zero, "/source_asset_ids/0"));
     for (args, expect) in cases {
-        let e = call(&f.t, "build_image_pdf", args).await.unwrap_err();
+        let e = call_yes(&f.t.host, "build_image_pdf", args)
+            .await
+            .unwrap_err();
         assert!(e.contains("invalid arguments") && e.contains(expect), "{e}");
     }
     // an unknown asset: failed, not retryable
@@ -541,8 +538,8 @@ async fn a_rendered_page_matches_its_source() {
     let mut png = std::io::Cursor::new(Vec::new());
     src.write_to(&mut png, image::ImageFormat::Png).unwrap();
     let f = fixture(&[("rb.png", png.into_inner())]).await;
-    let r = call(
-        &f.t,
+    let r = call_yes(
+        &f.t.host,
         "build_image_pdf",
         json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "r", "preset": "square"}),
     )
@@ -612,8 +609,8 @@ async fn every_orientation_renders_upright_and_unmirrored() {
     let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
     let f = fixture(&refs).await;
     let ids: Vec<u64> = (1..=orientations.len() as u64).collect();
-    let r = call(
-        &f.t,
+    let r = call_yes(
+        &f.t.host,
         "build_image_pdf",
         json!({"workspace_id": f.ws, "source_asset_ids": ids, "title": "o", "preset": "portrait"}),
     )
@@ -654,8 +651,8 @@ async fn an_adobe_cmyk_jpeg_renders_in_its_true_colours() {
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cmyk-adobe.jpg"))
             .unwrap();
     let f = fixture(&[("cmyk.jpg", cmyk.clone())]).await;
-    let r = call(
-        &f.t,
+    let r = call_yes(
+        &f.t.host,
         "build_image_pdf",
         json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "c", "preset": "square"}),
     )
@@ -719,8 +716,8 @@ async fn jpegs_pdf_cannot_show_are_decoded_or_recoded() {
         ("rgb.jpg", fixture_file("lossless-rgb.jpg")),
     ])
     .await;
-    let r = call(
-        &f.t,
+    let r = call_yes(
+        &f.t.host,
         "build_image_pdf",
         json!({"workspace_id": f.ws, "source_asset_ids": [1, 2], "title": "l", "preset": "square"}),
     )
@@ -778,8 +775,8 @@ async fn jpegs_pdf_cannot_show_are_decoded_or_recoded() {
             fixture_file(&format!("{name}.jpg")),
         )
         .unwrap();
-        let a = call(
-            &f.t,
+        let a = call_yes(
+            &f.t.host,
             "asset_import",
             json!({"workspace_id": f.ws, "path": format!("{name}.jpg")}),
         )
@@ -787,7 +784,7 @@ async fn jpegs_pdf_cannot_show_are_decoded_or_recoded() {
         .unwrap();
         assert_eq!(a["asset_id"], 3 + n as u64);
     }
-    let r = call(&f.t, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [3, 4], "title": "a", "preset": "portrait"})).await.unwrap();
+    let r = call_yes(&f.t.host, "build_image_pdf", json!({"workspace_id": f.ws, "source_asset_ids": [3, 4], "title": "a", "preset": "portrait"})).await.unwrap();
     let doc = lopdf::Document::load(r["file_path"].as_str().unwrap()).unwrap();
     let manifest: Value = serde_json::from_str(
         &std::fs::read_to_string(r["manifest_path"].as_str().unwrap()).unwrap(),
@@ -820,7 +817,9 @@ async fn prepared_planes_are_remade_when_missing_or_stale() {
     let f = fixture(&[("a.png", png.into_inner())]).await;
     let args =
         json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "p", "preset": "square"});
-    let first = call(&f.t, "build_image_pdf", args.clone()).await.unwrap();
+    let first = call_yes(&f.t.host, "build_image_pdf", args.clone())
+        .await
+        .unwrap();
     let pdf = |r: &Value| std::fs::read(r["file_path"].as_str().unwrap()).unwrap();
     let image_bytes = |bytes: &[u8]| {
         let doc = lopdf::Document::load_mem(bytes).unwrap();
@@ -838,7 +837,9 @@ async fn prepared_planes_are_remade_when_missing_or_stale() {
     // Removed: made again, the same bytes.
     std::fs::remove_file(&prepared).unwrap();
     std::fs::remove_file(&thumb).unwrap();
-    let second = call(&f.t, "build_image_pdf", args.clone()).await.unwrap();
+    let second = call_yes(&f.t.host, "build_image_pdf", args.clone())
+        .await
+        .unwrap();
     assert_eq!(second["stage"], "ready", "{second}");
     assert!(
         prepared.exists() && thumb.exists(),
@@ -853,7 +854,9 @@ async fn prepared_planes_are_remade_when_missing_or_stale() {
     let mut stale = serde_json::to_vec(&header).unwrap();
     stale.extend_from_slice(&text[line_end..]);
     std::fs::write(&prepared, &stale).unwrap();
-    let third = call(&f.t, "build_image_pdf", args.clone()).await.unwrap();
+    let third = call_yes(&f.t.host, "build_image_pdf", args.clone())
+        .await
+        .unwrap();
     assert_eq!(image_bytes(&pdf(&first)), image_bytes(&pdf(&third)));
     assert_eq!(
         std::fs::read(&prepared).unwrap(),
@@ -1408,7 +1411,9 @@ async fn a_stored_jpeg_changed_after_import_is_refused() {
     let args =
         json!({"workspace_id": f.ws, "source_asset_ids": [1], "title": "T", "preset": "square"});
     assert_eq!(
-        call(&f.t, "build_image_pdf", args.clone()).await.unwrap()["stage"],
+        call_yes(&f.t.host, "build_image_pdf", args.clone())
+            .await
+            .unwrap()["stage"],
         "ready"
     );
     let (_, stored) = lmcp::tools::assets::asset(&f.t.host, &f.ws, 1).unwrap();

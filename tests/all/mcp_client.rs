@@ -9,7 +9,7 @@
 //! protocol error, a custom tool created over MCP with its list-changed notice, custom tools
 //! saved and deleted from the command line while the server runs, cancelling a long Lua run,
 //! progress from a recipe and from a PDF build, elicitation accepted, declined and impossible,
-//! and one yes for a whole recipe. The Python SDK run (`tests/mcp.rs`) stays as an interop
+//! and one yes for a whole recipe. The Python SDK run (`tests/interop/mcp.rs`) stays as an interop
 //! cross-check against a second client implementation.
 
 use std::path::Path;

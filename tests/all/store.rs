@@ -1,8 +1,8 @@
 //! Two `lmcp` processes writing the store at once leave valid files and lose no change.
 
-mod common;
-
 use std::process::{Command, Stdio};
+
+use crate::common;
 
 #[test]
 fn two_processes_writing_at_once_lose_nothing() {

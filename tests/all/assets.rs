@@ -1,13 +1,8 @@
 //! Workspaces and image assets: create, import (decoding, confinement, stable ids), list, get.
 
-mod common;
+use serde_json::json;
 
-use common::TestHost;
-use serde_json::{Value, json};
-
-async fn call(t: &TestHost, tool: &str, args: Value) -> Result<Value, String> {
-    common::call_yes(&t.host, tool, args).await
-}
+use crate::common::{TestHost, call_yes};
 
 fn write_png(path: &std::path::Path, w: u32, h: u32) {
     let img = image::RgbaImage::from_fn(w, h, |x, y| {
@@ -30,14 +25,14 @@ async fn import_list_and_get() {
     let photo = std::fs::read(ws_dir.join("b.jpg")).unwrap();
     std::fs::write(ws_dir.join("cut.jpg"), &photo[..photo.len() * 2 / 3]).unwrap();
 
-    let id = call(&t, "workspace_create", json!({"name": "album"}))
+    let id = call_yes(&t.host, "workspace_create", json!({"name": "album"}))
         .await
         .unwrap()["workspace_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let a = call(
-        &t,
+    let a = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "a.png"}),
     )
@@ -53,8 +48,8 @@ async fn import_list_and_get() {
         ("image/png", 40, 30)
     );
     assert_eq!(a["sha256"].as_str().unwrap().len(), 64);
-    let b = call(
-        &t,
+    let b = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "b.jpg"}),
     )
@@ -68,8 +63,8 @@ async fn import_list_and_get() {
         (2, "image/jpeg")
     );
     // refusals
-    let e = call(
-        &t,
+    let e = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "not-an-image.png"}),
     )
@@ -77,8 +72,8 @@ async fn import_list_and_get() {
     .unwrap_err();
     assert!(e.contains("does not decode as an image"), "{e}");
     // A JPEG cut short is refused now, not found out when the PDF shows half a photo.
-    let e = call(
-        &t,
+    let e = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "cut.jpg"}),
     )
@@ -88,32 +83,32 @@ async fn import_list_and_get() {
         e.contains("does not decode as an image") && e.contains("cut short"),
         "{e}"
     );
-    let e = call(
-        &t,
+    let e = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "text.txt"}),
     )
     .await
     .unwrap_err();
     assert!(e.contains("not an image"), "{e}");
-    let e = call(
-        &t,
+    let e = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "/etc/hostname"}),
     )
     .await
     .unwrap_err();
     assert!(e.contains("outside the allowed roots"), "{e}");
-    let e = call(
-        &t,
+    let e = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": "00000000-0000-0000-0000-000000000000", "path": "a.png"}),
     )
     .await
     .unwrap_err();
     assert!(e.contains("no workspace"), "{e}");
-    let e = call(
-        &t,
+    let e = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": "../../etc", "path": "a.png"}),
     )
@@ -121,29 +116,39 @@ async fn import_list_and_get() {
     .unwrap_err();
     assert!(e.contains("pattern"), "{e}");
     // ids keep counting after failures; list and get agree
-    let c = call(
-        &t,
+    let c = call_yes(
+        &t.host,
         "asset_import",
         json!({"workspace_id": id, "path": "a.png"}),
     )
     .await
     .unwrap();
     assert_eq!(c["asset_id"], 3);
-    let list = call(&t, "asset_list", json!({"workspace_id": id}))
+    let list = call_yes(&t.host, "asset_list", json!({"workspace_id": id}))
         .await
         .unwrap();
     assert_eq!(list["assets"].as_array().unwrap().len(), 3);
-    let got = call(&t, "asset_get", json!({"workspace_id": id, "asset_id": 2}))
-        .await
-        .unwrap();
+    let got = call_yes(
+        &t.host,
+        "asset_get",
+        json!({"workspace_id": id, "asset_id": 2}),
+    )
+    .await
+    .unwrap();
     assert_eq!(got, b);
     assert!(
-        call(&t, "asset_get", json!({"workspace_id": id, "asset_id": 9}))
-            .await
-            .unwrap_err()
-            .contains("no asset 9")
+        call_yes(
+            &t.host,
+            "asset_get",
+            json!({"workspace_id": id, "asset_id": 9})
+        )
+        .await
+        .unwrap_err()
+        .contains("no asset 9")
     );
-    let wss = call(&t, "workspace_list", json!({})).await.unwrap();
+    let wss = call_yes(&t.host, "workspace_list", json!({}))
+        .await
+        .unwrap();
     assert_eq!(wss["workspaces"][0]["asset_count"], 3);
     // the stored copy is byte for byte the source
     let (asset, path) = lmcp::tools::assets::asset(&t.host, &id, 2).unwrap();
@@ -182,7 +187,7 @@ async fn imports_side_by_side_get_distinct_ids_and_leave_no_temp_files() {
     for i in 0..6 {
         write_png(&ws_dir.join(format!("p{i}.png")), 20 + i, 10);
     }
-    let id = call(&t, "workspace_create", json!({"name": "many"}))
+    let id = call_yes(&t.host, "workspace_create", json!({"name": "many"}))
         .await
         .unwrap()["workspace_id"]
         .as_str()
@@ -194,7 +199,7 @@ async fn imports_side_by_side_get_distinct_ids_and_leave_no_temp_files() {
         let (h, id) = (host.clone(), id.clone());
         running.push(tokio::spawn(async move {
             let args = json!({"workspace_id": id, "path": format!("p{i}.png")});
-            let a = call(&h, "asset_import", args).await.unwrap();
+            let a = call_yes(&h.host, "asset_import", args).await.unwrap();
             (
                 i,
                 a["asset_id"].as_u64().unwrap(),
@@ -228,7 +233,7 @@ async fn imports_side_by_side_get_distinct_ids_and_leave_no_temp_files() {
             );
         }
     }
-    let listed = call(&host, "asset_list", json!({"workspace_id": id}))
+    let listed = call_yes(&host.host, "asset_list", json!({"workspace_id": id}))
         .await
         .unwrap();
     assert_eq!(listed["assets"].as_array().unwrap().len(), 6);
@@ -236,8 +241,8 @@ async fn imports_side_by_side_get_distinct_ids_and_leave_no_temp_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_is_deleted_through_the_gate_whole() {
-    let t = common::TestHost::new();
-    let ws = common::call_yes(
+    let t = TestHost::new();
+    let ws = call_yes(
         &t.host,
         "workspace_create",
         serde_json::json!({"name": "scratch"}),
@@ -257,14 +262,14 @@ async fn a_workspace_is_deleted_through_the_gate_whole() {
         ))
         .await;
     assert_eq!(o.class(), "needs_confirmation");
-    common::call_yes(&t.host, "workspace_delete", args.clone())
+    call_yes(&t.host, "workspace_delete", args.clone())
         .await
         .unwrap();
-    let list = common::call_yes(&t.host, "workspace_list", serde_json::json!({}))
+    let list = call_yes(&t.host, "workspace_list", serde_json::json!({}))
         .await
         .unwrap();
     assert_eq!(list["workspaces"], serde_json::json!([]));
-    let e = common::call_yes(&t.host, "workspace_delete", args)
+    let e = call_yes(&t.host, "workspace_delete", args)
         .await
         .unwrap_err();
     assert!(e.contains("there is no workspace"), "{e}");

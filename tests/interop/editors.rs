@@ -4,12 +4,10 @@
 //! config `lmcp types -o DIR --config` writes: 0 errors and 0 warnings. And it still catches
 //! mistakes: an unknown tool, argument or result field, a wrong argument type.
 
-#![cfg(feature = "interop")]
-
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::common;
 
 fn checker() -> PathBuf {
     let name = "emmylua_check";

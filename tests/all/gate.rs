@@ -1,15 +1,14 @@
 //! The gate, stage by stage and outcome by outcome, table-driven.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestHost;
 use lmcp::config::{Config, Grant};
 use lmcp::gate::{AlwaysYes, Answer, Confirmer, NoPerson, Scripted};
 use lmcp::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
 use serde_json::{Value, json};
+
+use crate::common::{self, TestHost, call_yes};
 
 /// One row of the table.
 struct Case {
@@ -657,7 +656,7 @@ async fn another_process_changing_the_config_is_seen_within_the_recheck_time() {
 
 /// Saves a program through the gate as a person who said yes.
 async fn save(t: &TestHost, tool: &str, args: Value) {
-    common::call_yes(&t.host, tool, args)
+    call_yes(&t.host, tool, args)
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"));
 }
@@ -792,13 +791,13 @@ async fn nested_programs_are_in_the_plan_and_its_hash() {
         json!({"manifest": {"name": "outer", "lua": lua}}),
     )
     .await;
-    let plan = common::call_yes(&t.host, "recipe_run", json!({"name": "outer"}))
+    let plan = call_yes(&t.host, "recipe_run", json!({"name": "outer"}))
         .await
         .unwrap();
     let empty = lmcp::gate::plan_hash(&[]);
     assert_ne!(plan["plan_hash"], json!(empty), "{plan}");
     assert_eq!(t.entered.count("probe_write"), 0);
-    let e = common::call_yes(
+    let e = call_yes(
         &t.host,
         "recipe_run",
         json!({"name": "outer", "confirm": true, "plan_hash": empty}),
@@ -807,7 +806,7 @@ async fn nested_programs_are_in_the_plan_and_its_hash() {
     .unwrap_err();
     assert!(e.contains("the plan changed"), "{e}");
     assert_eq!(t.entered.count("probe_write"), 0);
-    let r = common::call_yes(
+    let r = call_yes(
         &t.host,
         "recipe_run",
         json!({"name": "outer", "confirm": true, "plan_hash": plan["plan_hash"]}),
@@ -831,11 +830,11 @@ async fn a_plan_changed_between_preview_and_run_does_not_run() {
         json!({"manifest": {"name": "copy", "lua": lua}}),
     )
     .await;
-    let plan = common::call_yes(&t.host, "recipe_run", json!({"name": "copy"}))
+    let plan = call_yes(&t.host, "recipe_run", json!({"name": "copy"}))
         .await
         .unwrap();
     std::fs::write(ws.join("src.txt"), "never shown").unwrap();
-    let e = common::call_yes(
+    let e = call_yes(
         &t.host,
         "recipe_run",
         json!({"name": "copy", "confirm": true, "plan_hash": plan["plan_hash"]}),
@@ -964,7 +963,7 @@ async fn a_plan_shows_nested_calls_and_fails_with_a_nested_failure() {
         json!({"manifest": {"name": "via user", "lua": lua}}),
     )
     .await;
-    let plan = common::call_yes(&t.host, "recipe_run", json!({"name": "via user"}))
+    let plan = call_yes(&t.host, "recipe_run", json!({"name": "via user"}))
         .await
         .unwrap();
     assert_eq!(
@@ -986,7 +985,7 @@ async fn a_plan_shows_nested_calls_and_fails_with_a_nested_failure() {
         json!({"manifest": {"name": "catches", "lua": lua}}),
     )
     .await;
-    let e = common::call_yes(&t.host, "recipe_run", json!({"name": "catches"}))
+    let e = call_yes(&t.host, "recipe_run", json!({"name": "catches"}))
         .await
         .unwrap_err();
     assert!(e.contains("failed inside a nested program"), "{e}");
@@ -1009,7 +1008,7 @@ async fn deny_write_stops_destructive_writes_and_their_gateways() {
         ("probe_destructive", json!({"n": 1})),
         ("recipe_run", json!({"name": "d", "confirm": true})),
     ] {
-        let e = common::call_yes(&t.host, tool, args).await.unwrap_err();
+        let e = call_yes(&t.host, tool, args).await.unwrap_err();
         assert!(e.contains("deny"), "{tool}: {e}");
     }
     assert_eq!(t.entered.count("probe_destructive"), 0);
@@ -1090,7 +1089,7 @@ async fn a_nested_plan_in_a_real_run_is_reported_as_previewed() {
         json!({"manifest": {"name": "outer", "lua": lua}}),
     )
     .await;
-    let r = common::call_yes(
+    let r = call_yes(
         &t.host,
         "recipe_run",
         json!({"name": "outer", "confirm": true}),

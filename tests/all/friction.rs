@@ -2,20 +2,18 @@
 //! server on loopback, the outbox and flush, the off switch and private mode, and the last ten
 //! calls after a mix of outcomes.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestHost, json_out, lmcp};
+use lmcp::CallRequest;
 use lmcp::config::Grant;
-use lmcp::gate::AlwaysYes;
-use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+
+use crate::common::{TestHost, call_yes, ctx, json_out, lmcp};
 
 /// A loopback HTTP server that records request bodies and answers 200.
 struct Sink {
@@ -85,10 +83,6 @@ impl Drop for Sink {
     }
 }
 
-fn ctx() -> CallContext {
-    CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes))
-}
-
 async fn report(t: &TestHost, args: Value) -> Value {
     let o = t
         .host
@@ -99,7 +93,7 @@ async fn report(t: &TestHost, args: Value) -> Value {
 
 fn schema_check(payload: &Value) {
     let schema: Value =
-        serde_json::from_str(include_str!("../docs/friction-payload.schema.json")).unwrap();
+        serde_json::from_str(include_str!("../../docs/friction-payload.schema.json")).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
     let errors: Vec<String> = v.iter_errors(payload).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:?} in {payload}");
@@ -441,10 +435,10 @@ proptest! {
             let def = json!({"name": user, "description": "d",
                 "parameters": [{"name": param, "type": "string", "required": true}],
                 "steps": [{"id": "a", "tool": "calculate", "arguments": {"expression": {"$input": param}}}]});
-            common::call_yes(&t.host, "custom_tool_create", def).await.unwrap();
+            call_yes(&t.host, "custom_tool_create", def).await.unwrap();
             let md = format!("---\nname: {skill}\ndescription: d\n---\nx\n");
             let code = format!("---@param {param} string\nreturn 1");
-            common::call_yes(&t.host, "skill_install", json!({"skill_md": md, "scripts": [{"name": "go.lua", "code": code}]})).await.unwrap();
+            call_yes(&t.host, "skill_install", json!({"skill_md": md, "scripts": [{"name": "go.lua", "code": code}]})).await.unwrap();
             let skill_tool = format!("skill__{skill}__go");
             let failed = t.host.call(CallRequest::new(&user, json!({param.clone(): "1/0"}), ctx())).await;
             prop_assert!(failed.class().starts_with("failed"), "{}", failed.to_json());

@@ -2,33 +2,23 @@
 //! fields, removal, calls with params and config, timeouts, `require` limits, secrets and
 //! disabled skills.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestHost, json_out, lmcp};
-use lmcp::gate::AlwaysYes;
-use lmcp::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
+use lmcp::{CallContext, CallRequest, ConfirmMode, Origin};
 use serde_json::{Value, json};
 
-fn ctx() -> CallContext {
-    CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes))
-}
-
-async fn call(t: &TestHost, tool: &str, args: Value) -> Outcome {
-    t.host.call(CallRequest::new(tool, args, ctx())).await
-}
+use crate::common::{self, TestHost, call, call_yes, json_out, lmcp};
 
 async fn ok(t: &TestHost, tool: &str, args: Value) -> Value {
-    call(t, tool, args.clone())
+    call(&t.host, tool, args.clone())
         .await
         .into_result()
         .unwrap_or_else(|e| panic!("{tool} {args}: {e}"))
 }
 
 async fn err(t: &TestHost, tool: &str, args: Value) -> String {
-    match call(t, tool, args).await.into_result() {
+    match call(&t.host, tool, args).await.into_result() {
         Ok(v) => panic!("{tool}: expected an error, got {v}"),
         Err(e) => e.to_string(),
     }
@@ -542,7 +532,7 @@ async fn skills_changed_by_another_process_are_synced() {
     let has_hello = |t: &TestHost| t.host.registry().get("skill__demo__hello").is_some();
     // Installed elsewhere (a second host on the same store stands for the other process).
     let other = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
-    common::call_yes(&other, "skill_install", package(SKILL_MD, HELLO))
+    call_yes(&other, "skill_install", package(SKILL_MD, HELLO))
         .await
         .unwrap();
     assert!(!has_hello(&t));
@@ -557,12 +547,12 @@ async fn skills_changed_by_another_process_are_synced() {
     assert!(lmcp::library::sync(&t.host));
     assert!(!has_hello(&t), "removed elsewhere, gone here");
     // Installed, switched and removed by this host itself: nothing for the watcher to reload.
-    common::call_yes(&t.host, "skill_install", package(SKILL_MD, HELLO))
+    call_yes(&t.host, "skill_install", package(SKILL_MD, HELLO))
         .await
         .unwrap();
     assert!(has_hello(&t));
     assert!(!lmcp::library::sync(&t.host), "own install");
-    common::call_yes(
+    call_yes(
         &t.host,
         "skill_enable",
         json!({"name": "demo", "enabled": false}),
@@ -570,7 +560,7 @@ async fn skills_changed_by_another_process_are_synced() {
     .await
     .unwrap();
     assert!(!lmcp::library::sync(&t.host), "own disable");
-    common::call_yes(&t.host, "skill_remove", json!({"name": "demo"}))
+    call_yes(&t.host, "skill_remove", json!({"name": "demo"}))
         .await
         .unwrap();
     assert!(!lmcp::library::sync(&t.host), "own remove");
@@ -644,9 +634,7 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
         lmcp::registry::Effect::Read,
         "from the stale index"
     );
-    let e = common::call_yes(&h, "skill__st__go", json!({}))
-        .await
-        .unwrap_err();
+    let e = call_yes(&h, "skill__st__go", json!({})).await.unwrap_err();
     assert!(e.contains("was changed on disk"), "{e}");
     assert_eq!(effect(&h), lmcp::registry::Effect::Write, "loaded anew");
     let again = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
@@ -655,9 +643,7 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
         lmcp::registry::Effect::Write,
         "indexed anew"
     );
-    common::call_yes(&again, "skill__st__go", json!({}))
-        .await
-        .unwrap();
+    call_yes(&again, "skill__st__go", json!({})).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,11 +1,10 @@
 //! Runs the Lua-side tests in `tests/lua/*_test.lua` in the sandbox, against the real tools.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestHost, run_lua};
 use lmcp::ConfirmMode;
+
+use crate::common::{TestHost, run_lua};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lua_test_files_pass() {

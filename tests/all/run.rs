@@ -1,10 +1,9 @@
 //! `lmcp run FILE.lua` end to end: parameters, previews, --yes, exit codes, and the shipped
 //! example scripts.
 
-mod common;
-
-use common::{json_out, lmcp};
 use serde_json::json;
+
+use crate::common::{self, json_out, lmcp};
 
 fn write(dir: &std::path::Path, name: &str, src: &str) -> String {
     let p = dir.join(name);

@@ -1,24 +1,17 @@
 //! Custom tools: every create-time check, discovery at once and after a restart, running steps
 //! through the gate, failing steps, declared capabilities, deletion and corrupt files.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestHost, json_out, lmcp, run_lua};
-use lmcp::gate::{AlwaysYes, Answer, Scripted};
+use lmcp::gate::{Answer, Scripted};
 use lmcp::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};
 use serde_json::{Value, json};
 
-async fn call(t: &TestHost, tool: &str, args: Value) -> Outcome {
-    let ctx =
-        CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
-    t.host.call(CallRequest::new(tool, args, ctx)).await
-}
+use crate::common::{self, TestHost, call, ctx, json_out, lmcp, run_lua};
 
 async fn create(t: &TestHost, def: Value) -> Result<Value, String> {
-    call(t, "custom_tool_create", def)
+    call(&t.host, "custom_tool_create", def)
         .await
         .into_result()
         .map_err(|e| e.to_string())
@@ -240,7 +233,7 @@ async fn created_tools_are_discovered_at_once_and_after_restart() {
     let spec = t.host.registry().get("user_calc").unwrap().spec().clone();
     assert_eq!(spec.kind, lmcp::registry::Kind::Workflow);
     assert_eq!(spec.effect, lmcp::registry::Effect::Read);
-    let v = call(&t, "user_calc", json!({"expression": "6*7"}))
+    let v = call(&t.host, "user_calc", json!({"expression": "6*7"}))
         .await
         .into_result()
         .unwrap();
@@ -278,7 +271,7 @@ async fn a_failing_middle_step_returns_the_completed_steps() {
     }))
     .await
     .unwrap();
-    let outcome = call(&t, "user_three", json!({"bad": "1/0"})).await;
+    let outcome = call(&t.host, "user_three", json!({"bad": "1/0"})).await;
     let j = outcome.to_json();
     let Outcome::Failed(e) = outcome else {
         panic!("{j}")
@@ -341,14 +334,14 @@ async fn steps_pass_results_and_stay_under_the_gate() {
         lmcp::registry::Effect::Write,
         "the strongest effect of its steps"
     );
-    let v = call(&t, "user_chain", json!({}))
+    let v = call(&t.host, "user_chain", json!({}))
         .await
         .into_result()
         .unwrap();
     assert_eq!(v["result"], json!({"echo": {"text": "2*3"}}));
     // a grant on a step still applies
     t.set_grant("probe_write", lmcp::config::Grant::Deny);
-    let e = call(&t, "user_chain", json!({}))
+    let e = call(&t.host, "user_chain", json!({}))
         .await
         .into_result()
         .unwrap_err()
@@ -365,7 +358,10 @@ async fn steps_pass_results_and_stay_under_the_gate() {
             Ok(())
         })
         .unwrap();
-    assert_eq!(call(&t, "user_chain", json!({})).await.class(), "denied");
+    assert_eq!(
+        call(&t.host, "user_chain", json!({})).await.class(),
+        "denied"
+    );
     // in a preview run the workflow runs with its own state-changing steps previewed, so a
     // plan shows what it would do
     t.host
@@ -461,13 +457,13 @@ return r.value"#;
     .await
     .unwrap();
     assert_eq!(
-        call(&t, "user_lua", json!({"n": 2}))
+        call(&t.host, "user_lua", json!({"n": 2}))
             .await
             .into_result()
             .unwrap()["result"],
         json!(4)
     );
-    let e = call(&t, "user_lua", json!({"n": 9}))
+    let e = call(&t.host, "user_lua", json!({"n": 9}))
         .await
         .into_result()
         .unwrap_err()
@@ -483,7 +479,10 @@ return r.value"#;
     .await
     .unwrap();
     assert_eq!(
-        call(&t, "user_ro", json!({})).await.into_result().unwrap()["result"],
+        call(&t.host, "user_ro", json!({}))
+            .await
+            .into_result()
+            .unwrap()["result"],
         json!([false, "denied", 1])
     );
     assert_eq!(
@@ -537,7 +536,7 @@ async fn deletion_and_corrupt_files() {
         .await;
     assert_eq!(o.class(), "needs_confirmation");
     assert_eq!(
-        call(&t, "custom_tool_delete", json!({"name": "user_calc"}))
+        call(&t.host, "custom_tool_delete", json!({"name": "user_calc"}))
             .await
             .class(),
         "done"
@@ -545,24 +544,24 @@ async fn deletion_and_corrupt_files() {
     assert!(t.host.registry().get("user_calc").is_none());
     assert!(!t.home().join("data/tools/user_calc.json").exists());
     assert_eq!(
-        call(&t, "user_calc", json!({"expression": "1"}))
+        call(&t.host, "user_calc", json!({"expression": "1"}))
             .await
             .class(),
         "failed:unknown_tool"
     );
-    let e = call(&t, "custom_tool_delete", json!({"name": "user_calc"}))
+    let e = call(&t.host, "custom_tool_delete", json!({"name": "user_calc"}))
         .await
         .into_result()
         .unwrap_err()
         .to_string();
     assert!(e.contains("no custom tool `user_calc`"), "{e}");
-    let e = call(&t, "custom_tool_delete", json!({"name": "calculate"}))
+    let e = call(&t.host, "custom_tool_delete", json!({"name": "calculate"}))
         .await
         .into_result()
         .unwrap_err()
         .to_string();
     assert!(e.contains("pattern"), "{e}");
-    let list = call(&t, "custom_tool_list", json!({}))
+    let list = call(&t.host, "custom_tool_list", json!({}))
         .await
         .into_result()
         .unwrap();
@@ -736,7 +735,7 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
     );
     assert!(lmcp::library::sync(&t.host));
     assert!(changes.has_changed().unwrap(), "the change is announced");
-    let r = call(&t, "user_calc", json!({"expression": "6*7"}))
+    let r = call(&t.host, "user_calc", json!({"expression": "6*7"}))
         .await
         .into_result()
         .unwrap();
@@ -775,13 +774,13 @@ async fn tools_saved_or_deleted_by_another_process_are_synced() {
     // does not reload it and announce it again.
     let mut def = calc_def();
     def["name"] = json!("user_mine");
-    let saved = call(&t, "custom_tool_create", def).await.into_result();
+    let saved = call(&t.host, "custom_tool_create", def).await.into_result();
     assert!(saved.is_ok(), "{saved:?}");
     assert!(
         !lmcp::library::sync(&t.host),
         "this host's own save is not reloaded"
     );
-    let deleted = call(&t, "custom_tool_delete", json!({"name": "user_mine"}))
+    let deleted = call(&t.host, "custom_tool_delete", json!({"name": "user_mine"}))
         .await
         .into_result();
     assert!(deleted.is_ok(), "{deleted:?}");
@@ -814,9 +813,6 @@ async fn the_library_index_stays_exact() {
         describe(&second, "user_calc").unwrap(),
         "Numeric arithmetic"
     );
-    let ctx = || {
-        CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes))
-    };
     let r = second
         .call(CallRequest::new(
             "user_calc",
@@ -895,12 +891,10 @@ async fn saved_tools_load_when_first_needed() {
     create(&t, calc_def()).await.unwrap();
     std::fs::write(t.home().join("data/tools/user_broken.json"), b"{").unwrap();
     let h = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
-    let ctx =
-        CallContext::root(Origin::Mcp, ConfirmMode::Confirmed).with_confirmer(Arc::new(AlwaysYes));
     h.call(CallRequest::new(
         "calculate",
         json!({"expression": "1+1"}),
-        ctx,
+        ctx(),
     ))
     .await
     .into_result()

@@ -1,9 +1,8 @@
 //! The command line, end to end: every subcommand and every exit code, in a temporary home.
 
-mod common;
-
-use common::{json_out, lmcp, lmcp_ok, lmcp_with_stdin};
 use serde_json::json;
+
+use crate::common::{self, json_out, lmcp, lmcp_ok, lmcp_with_stdin};
 
 fn text(out: &std::process::Output) -> String {
     format!(

@@ -1,0 +1,33 @@
+//! The integration tests, one binary (`cargo test --test all`): one module per area, sharing
+//! the helpers in `tests/common`. One binary links mlua, rmcp, hyper and image once, where a
+//! binary per file linked them once each. Run one area with a filter on its module path, e.g.
+//! `cargo test --test all http::`.
+//!
+//! The other integration test binaries: `tests/fuzz.rs` (property tests of the parsers, run at
+//! full strength by `.ci/run`) and `tests/interop` (cross-checks against other implementations,
+//! behind the `interop` feature).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod assets;
+mod cli;
+mod custom_tools;
+mod docs;
+mod friction;
+mod gate;
+mod hostile;
+mod http;
+mod lua;
+mod mcp_client;
+mod pdf;
+mod protect;
+mod recipes;
+mod registry;
+#[cfg(unix)]
+mod repl;
+mod run;
+mod script;
+mod skills;
+mod store;
+mod types;

@@ -1,0 +1,18 @@
+//! Cross-checks against implementations nobody here wrote, one binary behind the `interop`
+//! feature (`cargo test --features interop --test interop`, the interop step of `.ci/run`,
+//! which installs what they need):
+//!
+//! - `mcp`: `lmcp serve` driven by the official Python SDK client (`tests/mcp/*.py`) and the
+//!   TypeScript SDK clients (`tests/interop/ts`);
+//! - `editors`: EmmyLua's `emmylua_check` on the shipped Lua with the definitions `lmcp types`
+//!   writes;
+//! - `pdf`: the PDF tests of `tests/all/pdf.rs`, where with this feature every page rendered
+//!   with hayro is also rendered by poppler's `pdftoppm`, and the two must agree.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod editors;
+mod mcp;
+#[path = "../all/pdf.rs"]
+mod pdf;
