@@ -26,6 +26,8 @@
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 //! | [`text`]     | strings shown to people: control characters escaped                      |
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 /// `eprintln!` that never panics: a person's stderr that cannot be written (`2>/dev/full`, a
 /// closed terminal) must not turn an error report into a crash (exit 101).
 macro_rules! errln {

@@ -853,6 +853,7 @@ mod writer_tests {
         let path = dir.path().join("h.jsonl");
         let fifo = |p: &Path| {
             let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+            // SAFETY: `c` is a NUL-terminated path that outlives the call
             assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         };
         fifo(&older(&path));

@@ -690,6 +690,7 @@ mod tests {
             &lua,
             "local t = {} local cur = t for i = 1, 63 do cur.x = {} cur = cur.x end return t",
         );
+        // SAFETY: `lua_gettop` only reads the stack of the state mlua hands the closure
         let top = || lua.exec_raw_lua(|raw| unsafe { ffi::lua_gettop(raw.state()) });
         let before = top();
         let j = to_json(&lua, &deep).unwrap();
