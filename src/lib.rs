@@ -1,7 +1,7 @@
 //! lmcp: a local tool host with an embedded Lua runtime.
 //!
 //! One registry, one gate, two program engines, three libraries of programs, four front doors
-//! (see `ARCHITECTURE.md`). Every tool call, whoever makes it, goes through [`Host::call`] and
+//! (the layers and their rules: `src/house_rules.rs`). Every tool call, whoever makes it, goes through [`Host::call`] and
 //! so through the gate; handlers are private to the registry and need a pass only the gate makes.
 //!
 //! | module       | its job                                                                  |
@@ -26,6 +26,8 @@
 //! |              | the text generated from the code (help, man pages, tool lists)           |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 //! | [`text`]     | strings shown to people: control characters escaped                      |
+
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 /// `eprintln!` that never panics: a person's stderr that cannot be written (`2>/dev/full`, a
 /// closed terminal) must not turn an error report into a crash (exit 101).

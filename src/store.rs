@@ -91,6 +91,11 @@ impl Paths {
     }
 }
 
+/// The person's home folder as the platform names it; `None` where it cannot say.
+pub fn home_dir() -> Option<PathBuf> {
+    directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf())
+}
+
 /// lmcp's own folders (config and data, all but the workspace), known by path and by identity
 /// (device and inode), so no other spelling of them — a symlink, a bind mount — gets in.
 pub struct OwnFolders {

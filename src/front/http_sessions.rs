@@ -1,6 +1,6 @@
 //! The sessions of `lmcp serve --http`: bounded where they are made, and closed when idle.
 //!
-//! rmcp's own idle clock counts only messages inside a session, so it closed sessions whose
+//! rmcp's own idle clock counts only messages inside a session, so it would close sessions whose
 //! client was waiting on a long call or listening on an open stream. Here a session is idle
 //! only while none of its requests is being answered and none of its streams is open, and then
 //! for the whole `--idle-timeout`. The bound on sessions is checked where a session is made,

@@ -41,7 +41,8 @@ use crate::host::Host;
 use crate::registry::Profile;
 use crate::text::escape_controls;
 
-/// The environment variable that adds output schemas to the tool list (the seed's opt-in).
+/// The environment variable that adds output schemas to the tool list (`1` or `true`; without
+/// it the list has none).
 pub const OUTPUT_SCHEMAS_VAR: &str = "LMCP_OUTPUT_SCHEMAS";
 
 /// The key of our one input request in an input-required result.

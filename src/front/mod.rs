@@ -1,20 +1,23 @@
 //! The front doors. Each is thin: it turns its input into [`CallRequest`](crate::CallRequest)s
 //! for [`Host::call`](crate::Host::call) and renders the [`Outcome`](crate::Outcome)s.
 //!
-//! | file     | door                                                             |
-//! |----------|------------------------------------------------------------------|
-//! | `cli.rs` | the command line (clap): its definition and dispatch              |
-//! | `door.rs`| what the doors share: gated call, who answers, progress, output    |
-//! | `docs.rs`| text generated from the code: help, man page, completions, tool lists |
-//! | `tool_cmd.rs`| `lmcp tools`, `lmcp tool ...`, `lmcp call`                     |
-//! | `settings.rs`| grants, modes, roots, history, signals, types, paths           |
-//! | `pdf.rs`  | `lmcp pdf IMAGES...`: a scratch workspace and one build             |
-//! | `recipe.rs`| `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles |
-//! | `repl.rs`| `lmcp repl`: Lua with completion, history and `/` commands      |
-//! | `mcp.rs` | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)    |
-//! | `lines.rs`| the line filter before rmcp: parse errors (-32700), line bound  |
-//! | `skill.rs`| `lmcp skill ...`: install, show, configure and call skills       |
-//! | `run.rs` | `lmcp run FILE.lua`: a script through the Lua engine            |
+//! | file               | door                                                                  |
+//! |--------------------|-----------------------------------------------------------------------|
+//! | `cli.rs`           | the command line (clap): its definition and dispatch                  |
+//! | `door.rs`          | what the doors share: gated call, who answers, progress, output       |
+//! | `docs.rs`          | text generated from the code: help, man page, completions, tool lists |
+//! | `tool_cmd.rs`      | `lmcp tools`, `lmcp tool ...`, `lmcp call`                            |
+//! | `settings.rs`      | grants, modes, roots, history, signals, types, paths                  |
+//! | `pdf.rs`           | `lmcp pdf IMAGES...`: a scratch workspace and one build               |
+//! | `recipe.rs`        | `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles      |
+//! | `run.rs`           | `lmcp run FILE.lua`: a script through the Lua engine                  |
+//! | `repl.rs`          | `lmcp repl`: Lua with completion, history and `/` commands            |
+//! | `keep.rs`          | the REPL's `/save`: what a session tried, kept as a recipe or tool    |
+//! | `skill.rs`         | `lmcp skill ...`: install, show, configure and call skills            |
+//! | `mcp.rs`           | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)        |
+//! | `lines.rs`         | the line filter before rmcp: parse errors (-32700), line bound        |
+//! | `http.rs`          | `lmcp serve --http`: the same server over Streamable HTTP             |
+//! | `http_sessions.rs` | the HTTP sessions: bounded where made, closed when idle               |
 
 pub mod cli;
 pub mod docs;

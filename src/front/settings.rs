@@ -167,7 +167,7 @@ fn too_wide(host: &Host, real: &std::path::Path) -> Option<&'static str> {
     if real.parent().is_none() {
         return Some("the root of the file system");
     }
-    let home = directories::BaseDirs::new().map(|b| canon(b.home_dir()));
+    let home = crate::store::home_dir().map(|h| canon(&h));
     if home.as_deref() == Some(real) {
         return Some("your home folder");
     }

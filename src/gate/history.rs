@@ -799,10 +799,10 @@ mod writer_tests {
         assert_eq!(tools, want);
     }
 
-    /// A long file left by an earlier version (which compacted at twice the ring) is moved
-    /// aside at the next write, and reads still give the newest entries.
+    /// A file longer than the ring (`limits.history_size` made smaller) is moved aside at the
+    /// next write, and reads still give the newest entries.
     #[test]
-    fn an_earlier_long_file_is_moved_aside() {
+    fn a_file_longer_than_the_ring_is_moved_aside() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.jsonl");
         let mut text = String::new();
@@ -853,6 +853,7 @@ mod writer_tests {
         let path = dir.path().join("h.jsonl");
         let fifo = |p: &Path| {
             let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+            // SAFETY: `c` is a NUL-terminated path that outlives the call
             assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         };
         fifo(&older(&path));

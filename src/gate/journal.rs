@@ -20,8 +20,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use hmac::{Hmac, Mac as _};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use super::Caller;
 use crate::error::{Error, Result};
@@ -36,13 +37,14 @@ pub fn runs_dir(host: &dyn Caller) -> PathBuf {
     host.paths().data_dir.join("runs")
 }
 
-/// HMAC-SHA-256 under this installation's journal key, with the key's two padded blocks
-/// hashed once: a step's hash then costs two compressions, not four.
+/// HMAC-SHA-256 (RustCrypto's `hmac`).
+type HmacSha256 = Hmac<Sha256>;
+
+/// HMAC-SHA-256 under this installation's journal key. The keyed state is made once and cloned
+/// for each hash: the key's two padded blocks are hashed once, so a step's hash costs two
+/// compressions, not four.
 #[derive(Clone)]
-struct Keyed {
-    inner: Sha256,
-    outer: Sha256,
-}
+struct Keyed(HmacSha256);
 
 impl std::fmt::Debug for Keyed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,22 +73,14 @@ impl std::fmt::Debug for Mac {
 impl Keyed {
     /// The hashing state for `key`.
     fn new(key: &[u8; 32]) -> Keyed {
-        let mut block = [0u8; 64];
-        block[..32].copy_from_slice(key);
-        let mut inner = Sha256::new();
-        inner.update(block.map(|b| b ^ 0x36));
-        let mut outer = Sha256::new();
-        outer.update(block.map(|b| b ^ 0x5c));
-        Keyed { inner, outer }
+        Keyed(HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length"))
     }
 
     /// The HMAC of what `message` feeds.
-    fn mac(&self, message: impl FnOnce(&mut Sha256)) -> Mac {
-        let mut inner = self.inner.clone();
-        message(&mut inner);
-        let mut outer = self.outer.clone();
-        outer.update(inner.finalize());
-        let digest = outer.finalize();
+    fn mac(&self, message: impl FnOnce(&mut HmacSha256)) -> Mac {
+        let mut h = self.0.clone();
+        message(&mut h);
+        let digest = h.finalize().into_bytes();
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; 64];
         for (i, b) in digest.iter().enumerate() {
@@ -112,30 +106,45 @@ impl Keyed {
     /// The seal of step `n`'s result, over the exact text the journal keeps of it: a result
     /// changed in the file is not handed back.
     fn seal(&self, n: u64, text: &[u8]) -> Mac {
-        self.mac(|h| {
-            h.update(b"seal2");
-            h.update(n.to_le_bytes());
-            h.update(text);
-        })
+        self.mac(|h| seal_message(h, n, text))
     }
 
-    /// Whether `seal` is step `n`'s: over the result's `text` as kept, or (a journal an earlier
-    /// version wrote) over the canonical text of its value `v`.
-    fn verifies(&self, n: u64, seal: &str, text: Option<&str>, v: &Value) -> bool {
-        text.is_some_and(|text| self.seal(n, text.as_bytes()).0 == seal.as_bytes())
-            || self.canonical_seal(n, v).0 == seal.as_bytes()
+    /// Whether `seal` (hex) is step `n`'s over the result's `text` as kept. The comparison
+    /// takes the same time wherever the two differ, so timing tells nothing of the right seal.
+    fn verifies(&self, n: u64, seal: &str, text: &str) -> bool {
+        let Some(tag) = unhex32(seal) else {
+            return false;
+        };
+        let mut h = self.0.clone();
+        seal_message(&mut h, n, text.as_bytes());
+        h.verify_slice(&tag).is_ok()
     }
+}
 
-    /// The seal earlier versions made (over the result's canonical text), still checked so
-    /// their runs can be resumed.
-    fn canonical_seal(&self, n: u64, v: &Value) -> Mac {
-        let mut text = Vec::new();
-        canonical(v, &mut text);
-        self.mac(|h| {
-            h.update(n.to_le_bytes());
-            h.update(&text);
-        })
+/// What a seal is the HMAC of: a tag no canonical JSON text begins with (so no seal is ever the
+/// hash of some arguments under the same key), the step's number, and the result's text.
+fn seal_message(h: &mut HmacSha256, n: u64, text: &[u8]) {
+    h.update(b"seal2");
+    h.update(&n.to_le_bytes());
+    h.update(text);
+}
+
+/// 64 lowercase hex digits (as [`Keyed::mac`] writes them) as the 32 bytes they stand for.
+fn unhex32(text: &str) -> Option<[u8; 32]> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let text = text.as_bytes();
+    if text.len() != 64 {
+        return None;
     }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = (digit(text[2 * i])? << 4) | digit(text[2 * i + 1])?;
+    }
+    Some(out)
 }
 
 /// Appends a JSON value's canonical text (object keys sorted, no spaces) to `out`.
@@ -780,7 +789,7 @@ impl Journal {
             ));
         }
         match &recorded.outcome {
-            Some(Done::Result(v)) if self.sealed(n, recorded, v) => Step::Replay(v.clone()),
+            Some(Done::Result(v)) if self.sealed(n, recorded) => Step::Replay(v.clone()),
             Some(Done::Result(_)) => Step::Refuse(format!(
                 "the resume of run {} stopped at its state-changing call {n} (`{tool}`): its \
                  recorded result was changed after it was written, so it is not handed back; \
@@ -804,12 +813,12 @@ impl Journal {
         }
     }
 
-    /// Whether step `n`'s recorded result `v` carries its seal.
-    fn sealed(&self, n: u64, recorded: &Recorded, v: &Value) -> bool {
-        recorded.seal.as_deref().is_some_and(|seal| {
-            self.keyed
-                .verifies(n, seal, recorded.result_text.as_deref(), v)
-        })
+    /// Whether step `n`'s recorded result carries its seal.
+    fn sealed(&self, n: u64, recorded: &Recorded) -> bool {
+        match (&recorded.seal, &recorded.result_text) {
+            (Some(seal), Some(text)) => self.keyed.verifies(n, seal, text),
+            _ => false,
+        }
     }
 
     /// Records that step `n` is about to run. For a tool that is not idempotent the line is
@@ -1219,13 +1228,40 @@ mod tests {
 
     #[test]
     fn keyed_hashes_are_hmac_sha256() {
-        // RFC 4231, test case 1: a 20-byte key (HMAC pads it with zeros, as the array does)
+        // RFC 4231, test cases 1 and 2: keys shorter than 32 bytes (HMAC pads a key with
+        // zeros, as the array does)
         let mut key = [0u8; 32];
         key[..20].fill(0x0b);
         let mac = Keyed::new(&key).mac(|h| h.update(b"Hi There"));
         assert_eq!(
             mac.as_str(),
             "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(b"Jefe");
+        let mac = Keyed::new(&key).mac(|h| h.update(b"what do ya want for nothing?"));
+        assert_eq!(
+            mac.as_str(),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    /// Seals stay the bytes journals already hold: the HMAC of `seal2`, the step's number
+    /// (little-endian) and the result's text.
+    #[test]
+    fn a_seal_is_the_hmac_of_its_tag_step_and_text() {
+        let keyed = Keyed::new(&[9u8; 32]);
+        let mut message = b"seal2".to_vec();
+        message.extend(7u64.to_le_bytes());
+        message.extend(br#"{"ok":true}"#);
+        assert_eq!(
+            keyed.seal(7, br#"{"ok":true}"#),
+            keyed.mac(|h| h.update(&message))
+        );
+        assert_eq!(
+            keyed.seal(7, br#"{"ok":true}"#).as_str(),
+            "da0387a236d0323ebb1832f9a2fa189a53d03fa9fac2ddd94e291a6f90ce7824",
+            "the value a hand-written HMAC over sha2 gave"
         );
     }
 
@@ -1250,28 +1286,23 @@ mod tests {
     }
 
     #[test]
-    fn seals_of_this_and_earlier_versions_verify_and_changed_results_do_not() {
+    fn seals_verify_and_changed_results_do_not() {
         let keyed = Keyed::new(&[5u8; 32]);
         let text = r#"{"n": 7, "a": "x"}"#;
-        let v: Value = serde_json::from_str(text).unwrap();
         let seal = keyed.seal(3, text.as_bytes());
-        assert!(keyed.verifies(3, seal.as_str(), Some(text), &v));
-        assert!(
-            !keyed.verifies(4, seal.as_str(), Some(text), &v),
-            "another step"
-        );
+        assert!(keyed.verifies(3, seal.as_str(), text));
+        assert!(!keyed.verifies(4, seal.as_str(), text), "another step");
         let changed = r#"{"n": 8, "a": "x"}"#;
-        let w: Value = serde_json::from_str(changed).unwrap();
-        assert!(!keyed.verifies(3, seal.as_str(), Some(changed), &w));
-        // an earlier version sealed the canonical text of the value
-        let old = keyed.canonical_seal(3, &v);
-        assert!(keyed.verifies(3, old.as_str(), Some(text), &v));
-        assert!(!keyed.verifies(3, old.as_str(), Some(changed), &w));
+        assert!(!keyed.verifies(3, seal.as_str(), changed));
+        // the seal as written: lowercase hex, 64 digits
+        assert!(!keyed.verifies(3, &seal.as_str().to_uppercase(), text));
+        assert!(!keyed.verifies(3, &seal.as_str()[..62], text));
+        assert!(!keyed.verifies(3, "", text));
     }
 
     #[test]
     fn argument_hashes_are_those_of_the_canonical_text() {
-        // earlier versions hashed the same text: their journals still resume
+        // a plain HMAC of that text, with nothing else in it
         let keyed = Keyed::new(&[3u8; 32]);
         let v: Value =
             serde_json::from_str(r#"{"b": "\u00e9\n", "a": [1.5, null, {"y": true, "x": -3}]}"#)

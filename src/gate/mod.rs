@@ -26,6 +26,16 @@
 //! 8. **record** the call in the history ring, unless private mode is on.
 //!
 //! Handlers can only be run with a [`Pass`], and only this module can make one.
+//!
+//! | file          | its part                                                            |
+//! |---------------|---------------------------------------------------------------------|
+//! | `mod.rs`      | [`call`]: the stages above, and the [`Pass`] only it makes          |
+//! | `context.rs`  | what travels with every call: request, context, outcome             |
+//! | `confirm.rs`  | asking a person before a call runs                                  |
+//! | `approval.rs` | what a person's yes covers: exactly the calls they were shown       |
+//! | `plan.rs`     | the state-changing calls of a program run, in order, and their hash |
+//! | `journal.rs`  | run journals: a failed run resumed without repeating what it did    |
+//! | `history.rs`  | the call history ring: what was called, and how it ended            |
 
 mod approval;
 mod caller;

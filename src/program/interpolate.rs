@@ -1,7 +1,7 @@
 //! Recipe interpolation: `${name}` for a declared parameter and `${steps[N].result...}` for an
 //! earlier step's output, inside any string of a step's arguments.
 //!
-//! Rules (the seed's, plus an escape):
+//! Rules:
 //! - a string that is exactly one `${...}` keeps the value's JSON type (`"limit": "${count}"`
 //!   gives the integer);
 //! - inside a longer string the value is written as text (strings as they are, other values as

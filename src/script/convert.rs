@@ -16,8 +16,8 @@
 //!
 //! Both directions work on the Lua stack with the C API, because every tool call from Lua
 //! makes one of each: through mlua's safe API each table and string is a reference of its own
-//! and each table or string made is a protected call of its own, which was most of a gated
-//! call's cost. The safety argument is local to each direction:
+//! and each table or string made is a protected call of its own, which would be most of a
+//! gated call's cost. The safety argument is local to each direction:
 //!
 //! - Lua → JSON only reads: it uses no API function that allocates in Lua or can raise an error
 //!   (`lua_next` on keys it was handed, `lua_rawgeti`, `lua_to*` on values of the right type),
@@ -690,6 +690,7 @@ mod tests {
             &lua,
             "local t = {} local cur = t for i = 1, 63 do cur.x = {} cur = cur.x end return t",
         );
+        // SAFETY: `lua_gettop` only reads the stack of the state mlua hands the closure
         let top = || lua.exec_raw_lua(|raw| unsafe { ffi::lua_gettop(raw.state()) });
         let before = top();
         let j = to_json(&lua, &deep).unwrap();

@@ -1,6 +1,21 @@
 //! The Lua engine: a sandboxed Lua 5.4 VM in which every tool is a function that goes through
 //! the gate.
 //!
+//! | file             | its job                                                             |
+//! |------------------|---------------------------------------------------------------------|
+//! | `mod.rs`         | [`run`]: a script on a blocking thread, under the watchdog          |
+//! | `vm.rs`          | [`Vm`]: one run's state, its limits, compiling and running chunks   |
+//! | `prelude.rs`     | the state every run starts from: libraries, host API, `prelude.lua` |
+//! | `ahead.rs`       | the first state made ahead, on another CPU, and the first run there |
+//! | `api.rs`         | the host API the prelude builds the script environment from         |
+//! | `bridge.rs`      | `tools.NAME{...}`: a script's call into [`Host::call`] and back     |
+//! | `hook.rs`        | the count hook that raises a run's interruption                     |
+//! | `convert.rs`     | Lua values to JSON and back, raw                                    |
+//! | `patterns.rs`    | Lua's pattern matching, ported to Rust with a step budget           |
+//! | `sourcecheck.rs` | refuses source Lua's compiler would take far too long over          |
+//! | `stdlib.rs`      | the embedded modules `require` finds (`stdlib/`)                    |
+//! | `types.rs`       | LuaLS definitions of the tools, for editors                         |
+//!
 //! # The sandbox
 //!
 //! Each run gets a fresh `mlua` state built from explicit libraries (base, `table`, `string`,
@@ -57,9 +72,13 @@
 //! on a blocking thread and waits for each gated call with `Handle::block_on`, so coroutines
 //! and pcall work around tool calls exactly as around any function.
 
+pub mod ahead;
+mod api;
+mod bridge;
 pub mod convert;
 mod hook;
 pub mod patterns;
+mod prelude;
 mod sourcecheck;
 mod stdlib;
 pub mod types;
@@ -67,7 +86,7 @@ mod vm;
 
 pub use sourcecheck::{MAX_GOTOS, MAX_LOGIC_CHAIN, refuse_slow_source};
 pub use stdlib::{STDLIB_MODULES, module_source};
-pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions, ahead};
+pub use vm::{Output, ScriptLimits, ScriptOutcome, Vm, VmOptions};
 
 use std::sync::Arc;
 

@@ -1,24 +1,26 @@
-//! One sandboxed Lua state, its host API and its limits. See the module docs of `script`.
+//! One run's Lua state and the limits it runs under: [`Vm`], the options and outcome of a run,
+//! and the state its hook and host functions share.
+//!
+//! What a run is (its context, interruption, output, previews) lives in one `RunState` in Rust,
+//! outside Lua, so the count hook, the limit timer and every host function see the same
+//! deadline and the same sticky interruption without a trip through Lua. The Lua side is made
+//! without it (`prelude.rs`, perhaps ahead of time, `ahead.rs`) and bound to one run, once, by
+//! [`Vm::new`]. The sandbox and why its limits hold are told in the module docs of `script`.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mlua::chunk::ChunkMode;
-use mlua::{Function, Lua, LuaOptions, LuaSerdeExt, MultiValue, StdLib, Table, Value};
+use mlua::{Function, Lua, MultiValue, Table, Value};
 use serde_json::{Map, Value as Json};
 
-use super::{HOOK_EVERY, convert, patterns, stdlib};
+use super::prelude::Fresh;
+use super::{HOOK_EVERY, ahead, convert};
 use crate::error::{Error, Result};
 use crate::gate::Caller;
-use crate::gate::{CallContext, CallRequest, Outcome, Preview};
-use crate::registry::Profile;
-
-const PRELUDE: &str = include_str!("../../lua/prelude.lua");
-/// The prelude compiled by `build.rs` with the VM this binary links; empty when built for
-/// another target (see `build.rs`), and then the text is compiled at start.
-const PRELUDE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude.luac"));
+use crate::gate::{CallContext, Preview};
 
 pub use crate::config::ScriptLimits;
 
@@ -71,41 +73,38 @@ pub struct ScriptOutcome {
 
 /// Why a run was interrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interruption {
+pub(super) enum Interruption {
     Timeout,
     Cancelled,
 }
-
-/// `json.decode` takes text of at most this fraction of the Lua memory limit.
-pub const JSON_DECODE_FRACTION: usize = 8;
 
 /// How many times the capture limit a run may print to a terminal (`lmcp run`, the REPL).
 pub const TERMINAL_OUTPUT_FACTOR: usize = 64;
 
 /// State shared by the hook and the host API functions of one VM.
-struct RunState {
-    host: Arc<dyn Caller>,
-    handle: tokio::runtime::Handle,
-    ctx: Mutex<CallContext>,
+pub(super) struct RunState {
+    pub(super) host: Arc<dyn Caller>,
+    pub(super) handle: tokio::runtime::Handle,
+    pub(super) ctx: Mutex<CallContext>,
     interrupted: AtomicBool,
     /// Set by the limit timer at the deadline or on cancellation: the call hook's cheap check.
     expired: Arc<AtomicBool>,
     /// The limit timer of the current context.
     timer: Mutex<Option<tokio::task::AbortHandle>>,
     why: Mutex<Option<Interruption>>,
-    previews: Mutex<Vec<Preview>>,
+    pub(super) previews: Mutex<Vec<Preview>>,
     output: Output,
     captured: Mutex<String>,
     output_cap: usize,
     truncated: AtomicBool,
     /// Bytes printed to the terminal so far (bounded by [`TERMINAL_OUTPUT_FACTOR`] × the cap).
     printed: std::sync::atomic::AtomicUsize,
-    modules: Vec<(String, String)>,
-    memory_limit: usize,
+    pub(super) modules: Vec<(String, String)>,
+    pub(super) memory_limit: usize,
     /// Whether tool calls are noted in `called` (the REPL, which keeps what a session tried).
-    recording: AtomicBool,
+    pub(super) recording: AtomicBool,
     /// The tools called since the last [`Vm::take_called`], in order, each once.
-    called: Mutex<Vec<String>>,
+    pub(super) called: Mutex<Vec<String>>,
 }
 
 impl Drop for Vm {
@@ -156,7 +155,7 @@ impl RunState {
     }
 
     /// Checks the deadline and the cancellation token; once interrupted, stays interrupted.
-    fn poll(&self) -> Option<Interruption> {
+    pub(super) fn poll(&self) -> Option<Interruption> {
         if self.interrupted.load(Ordering::Relaxed) {
             return *self.why.lock().unwrap_or_else(|p| p.into_inner());
         }
@@ -174,7 +173,7 @@ impl RunState {
         Some(why)
     }
 
-    fn message(&self, why: Interruption) -> String {
+    pub(super) fn message(&self, why: Interruption) -> String {
         match why {
             Interruption::Cancelled => "cancelled".to_string(),
             Interruption::Timeout => {
@@ -187,7 +186,7 @@ impl RunState {
         }
     }
 
-    fn check(&self) -> mlua::Result<()> {
+    pub(super) fn check(&self) -> mlua::Result<()> {
         match self.poll() {
             Some(why) => Err(mlua::Error::runtime(self.message(why))),
             None => Ok(()),
@@ -206,7 +205,7 @@ impl RunState {
 
     /// Prints: to the terminal up to its bound (then the run fails, naming the limit), or into
     /// the capped capture.
-    fn write(&self, text: &str) -> mlua::Result<()> {
+    pub(super) fn write(&self, text: &str) -> mlua::Result<()> {
         match self.output {
             Output::Terminal => {
                 self.count_printed(text.len())?;
@@ -251,7 +250,7 @@ impl RunState {
         Ok(())
     }
 
-    fn log(&self, level: &str, message: &str) -> mlua::Result<()> {
+    pub(super) fn log(&self, level: &str, message: &str) -> mlua::Result<()> {
         match self.output {
             Output::Terminal => {
                 self.count_printed(level.len() + message.len() + 3)?;
@@ -267,389 +266,13 @@ impl RunState {
 /// on another core), so its functions reach the run through this cell, which [`Vm::new`] fills
 /// once; a function called before that fails with a message rather than acting for no run.
 #[derive(Clone, Default)]
-struct RunCell(Arc<OnceLock<Arc<RunState>>>);
+pub(super) struct RunCell(Arc<OnceLock<Arc<RunState>>>);
 
 impl RunCell {
-    fn get(&self) -> mlua::Result<&Arc<RunState>> {
+    pub(super) fn get(&self) -> mlua::Result<&Arc<RunState>> {
         self.0
             .get()
             .ok_or_else(|| mlua::Error::runtime("the host API was called before its run began"))
-    }
-}
-
-/// A Lua state with its standard libraries opened, the host API installed and the prelude run:
-/// everything of a [`Vm`] that needs neither the host nor the run. The run's own values (the
-/// state behind the API, `params`, `config`) are bound by [`Vm::new`].
-struct Fresh {
-    lua: Lua,
-    env: Table,
-    runner: Function,
-    /// The prelude's `bind(params, config)`.
-    bind: Function,
-    run: RunCell,
-}
-
-impl Fresh {
-    fn make() -> mlua::Result<Fresh> {
-        // the libraries a script may use (`require` and `io` are the prelude's own, narrowed)
-        let libs = StdLib::TABLE
-            | StdLib::STRING
-            | StdLib::MATH
-            | StdLib::UTF8
-            | StdLib::COROUTINE
-            | StdLib::OS;
-        let lua = Lua::new_with(libs, LuaOptions::new())?;
-        // all it makes here lives as long as the state: a collection would find nothing to free
-        lua.gc_stop();
-        let prelude = load_prelude(&lua)?;
-        let run = RunCell::default();
-        let api = build_api(&lua, &run)?;
-        let (env, runner, bind): (Table, Function, Function) = prelude.call(api)?;
-        // Nothing the prelude kept in the real globals may stay reachable.
-        let globals = lua.globals();
-        let mut keys = Vec::new();
-        globals.for_each::<Value, Value>(|k, _| {
-            keys.push(k);
-            Ok(())
-        })?;
-        for k in keys {
-            globals.raw_set(k, Value::Nil)?;
-        }
-        lua.gc_restart();
-        Ok(Fresh {
-            lua,
-            env,
-            runner,
-            bind,
-            run,
-        })
-    }
-}
-
-/// The prelude as a function: its bytecode when the build made it, else its text compiled.
-fn load_prelude(lua: &Lua) -> mlua::Result<Function> {
-    if !PRELUDE_BYTECODE.is_empty() {
-        let loaded = lua
-            .load(PRELUDE_BYTECODE)
-            .set_name("=prelude")
-            .set_mode(ChunkMode::Binary)
-            .into_function();
-        // the build's bytecode always loads (a test holds it to that); were it refused, the
-        // text still is the same program
-        if let Ok(prelude) = loaded {
-            return Ok(prelude);
-        }
-    }
-    lua.load(PRELUDE)
-        .set_name("=prelude")
-        .set_mode(ChunkMode::Text)
-        .into_function()
-}
-
-/// One [`Fresh`] state made ahead, on another core while the CLI parses its arguments and
-/// opens the host, and the first run done on that same thread (no thread is started for it and
-/// the state changes no hands). The first [`spawn`] runs there while the thread waits; the
-/// first [`Vm::new`] elsewhere takes the state; every later one (and any when none was made)
-/// makes its own.
-pub mod ahead {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Condvar, Mutex};
-    use std::time::{Duration, Instant};
-
-    use super::Fresh;
-
-    /// A run handed to the thread that made the state: it gets the state, or `None` when making
-    /// it failed (the run then makes its own and reports what went wrong).
-    pub(super) type Job = Box<dyn FnOnce(Option<Fresh>) + Send>;
-
-    enum Slot {
-        Empty,
-        Making,
-        Ready(Fresh),
-    }
-
-    struct Inner {
-        slot: Slot,
-        /// A run waiting for the state, on the thread that makes it.
-        job: Option<Job>,
-        /// Whether the thread that makes the state still takes a run after it.
-        serving: bool,
-    }
-
-    /// A slot for one state, the run it is for, and the signal that either changed (one per
-    /// process: [`SLOT`]).
-    pub(super) struct Ahead {
-        inner: Mutex<Inner>,
-        changed: Condvar,
-        /// Set with every run handed over and every state taken: what a thread spinning for
-        /// a run watches (see [`Ahead::serve`]).
-        poked: AtomicBool,
-    }
-
-    pub(super) static SLOT: Ahead = Ahead::new();
-
-    impl Ahead {
-        pub(super) const fn new() -> Ahead {
-            Ahead {
-                inner: Mutex::new(Inner {
-                    slot: Slot::Empty,
-                    job: None,
-                    serving: false,
-                }),
-                changed: Condvar::new(),
-                poked: AtomicBool::new(false),
-            }
-        }
-
-        fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-            self.inner.lock().unwrap_or_else(|p| p.into_inner())
-        }
-
-        fn set(&self, slot: Slot) {
-            self.lock().slot = slot;
-            self.changed.notify_all();
-        }
-
-        /// Says a state is on its way (and, with `serving`, that its thread takes a run after).
-        pub(super) fn expect(&self, serving: bool) {
-            let mut inner = self.lock();
-            inner.slot = Slot::Making;
-            inner.serving = serving;
-        }
-
-        pub(super) fn make(&self, make: impl FnOnce() -> mlua::Result<Fresh>) {
-            // a failure or a panic empties the slot, so that no one waits for it for ever
-            struct Unblock<'a>(&'a Ahead);
-            impl Drop for Unblock<'_> {
-                fn drop(&mut self) {
-                    let mut inner = self.0.lock();
-                    if matches!(inner.slot, Slot::Making) {
-                        inner.slot = Slot::Empty;
-                    }
-                    drop(inner);
-                    self.0.changed.notify_all();
-                }
-            }
-            let _unblock = Unblock(self);
-            if let Ok(fresh) = make() {
-                self.set(Slot::Ready(fresh));
-            }
-        }
-
-        /// Makes the state, then runs the run handed over meanwhile or later with it; returns
-        /// once the state was taken elsewhere instead, or making it failed with no run waiting.
-        /// For up to `spin` it watches for the run on its CPU rather than sleep: waking a
-        /// sleeping thread on another CPU took 40 to 280 us here, a good part of a one-line
-        /// `lmcp run` (give `ZERO` when this thread shares its CPU with the one it waits for).
-        pub(super) fn serve(&self, make: impl FnOnce() -> mlua::Result<Fresh>, spin: Duration) {
-            struct Done<'a>(&'a Ahead);
-            impl Drop for Done<'_> {
-                fn drop(&mut self) {
-                    // no run handed over from now on runs here (nor waits for this thread)
-                    self.0.lock().serving = false;
-                }
-            }
-            let _done = Done(self);
-            self.make(make);
-            let until = Instant::now() + spin;
-            while !self.poked.load(Ordering::Acquire) && Instant::now() < until {
-                std::hint::spin_loop();
-            }
-            let mut inner = self.lock();
-            loop {
-                if let Some(job) = inner.job.take() {
-                    let fresh = match std::mem::replace(&mut inner.slot, Slot::Empty) {
-                        Slot::Ready(fresh) => Some(fresh),
-                        _ => None,
-                    };
-                    inner.serving = false;
-                    drop(inner);
-                    job(fresh);
-                    return;
-                }
-                if !matches!(inner.slot, Slot::Ready(_)) {
-                    return;
-                }
-                inner = self.changed.wait(inner).unwrap_or_else(|p| p.into_inner());
-            }
-        }
-
-        /// Hands a run to the thread that makes (or made) the state; the run back when that
-        /// thread takes none any more.
-        pub(super) fn submit(&self, job: Job) -> Result<(), Job> {
-            let mut inner = self.lock();
-            if inner.serving
-                && inner.job.is_none()
-                && matches!(inner.slot, Slot::Making | Slot::Ready(_))
-            {
-                inner.job = Some(job);
-                drop(inner);
-                self.poked.store(true, Ordering::Release);
-                self.changed.notify_all();
-                Ok(())
-            } else {
-                Err(job)
-            }
-        }
-
-        pub(super) fn take(&self) -> Option<Fresh> {
-            let mut inner = self.lock();
-            while matches!(inner.slot, Slot::Making) {
-                inner = self.changed.wait(inner).unwrap_or_else(|p| p.into_inner());
-            }
-            let taken = match std::mem::replace(&mut inner.slot, Slot::Empty) {
-                Slot::Ready(fresh) => Some(fresh),
-                _ => None,
-            };
-            drop(inner);
-            // the thread that made it stops waiting for a run
-            self.poked.store(true, Ordering::Release);
-            self.changed.notify_all();
-            taken
-        }
-    }
-
-    /// Makes the first state on a thread of its own, which then does the first run handed to
-    /// it with [`submit`]. A process that never runs Lua never waits for it (the thread ends
-    /// with the process).
-    pub fn start() {
-        SLOT.expect(true);
-        let cpus = cpu::Elsewhere::here();
-        let spawned = std::thread::Builder::new()
-            .name("lua-ahead".into())
-            .spawn(move || {
-                cpus.leave();
-                SLOT.serve(
-                    || {
-                        let made = Fresh::make();
-                        // the run may go where the scheduler likes
-                        cpus.release();
-                        made
-                    },
-                    cpus.spin(),
-                )
-            });
-        match spawned {
-            Ok(thread) => cpus.send(&thread),
-            Err(_) => {
-                // no thread to make it on: the run makes its own
-                SLOT.expect(false);
-                SLOT.set(Slot::Empty);
-            }
-        }
-    }
-
-    /// Another CPU for the thread that makes the state. Linux starts a new thread on the CPU
-    /// of the thread that made it, where it waits for that one to block: measured, the state
-    /// began to be made only once the host was open and the run asked for it, so nothing was
-    /// made ahead at all. Sent to another CPU (when the process may use one), it is made
-    /// while this thread reads the command line and opens the host; once made, the thread may
-    /// run anywhere again.
-    pub(in crate::script::vm) mod cpu {
-        /// The longest a thread with a CPU of its own spins for its run, once per process: the
-        /// run was handed over 0.05 to 0.3 ms after the state was made (a one-line `lmcp run`).
-        #[cfg(target_os = "linux")]
-        const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
-
-        #[cfg(target_os = "linux")]
-        #[derive(Clone, Copy)]
-        pub(in crate::script::vm) struct Elsewhere {
-            /// The CPUs this process may use, and those of them other than the starting
-            /// thread's; `None` when there are no others.
-            sets: Option<(libc::cpu_set_t, libc::cpu_set_t)>,
-        }
-
-        #[cfg(target_os = "linux")]
-        impl Elsewhere {
-            const SIZE: usize = std::mem::size_of::<libc::cpu_set_t>();
-
-            /// The CPUs around the calling thread, which is about to start the other.
-            pub(in crate::script::vm) fn here() -> Elsewhere {
-                // SAFETY: plain system calls on zeroed sets of the size they are told
-                let sets = unsafe {
-                    let mut all: libc::cpu_set_t = std::mem::zeroed();
-                    let here = libc::sched_getcpu();
-                    if libc::sched_getaffinity(0, Self::SIZE, &mut all) != 0 || here < 0 {
-                        None
-                    } else {
-                        let mut others = all;
-                        libc::CPU_CLR(here as usize, &mut others);
-                        (libc::CPU_COUNT(&others) > 0).then_some((all, others))
-                    }
-                };
-                Elsewhere { sets }
-            }
-
-            /// Moves the calling thread (the new one) off the starting thread's CPU: the first
-            /// thing it does, as it may have started there ahead of the starting thread.
-            pub(in crate::script::vm) fn leave(&self) {
-                if let Some((_, others)) = &self.sets {
-                    // SAFETY: a system call on the calling thread with a full-sized set
-                    unsafe {
-                        libc::sched_setaffinity(0, Self::SIZE, others);
-                    }
-                }
-            }
-
-            /// Moves `thread` off this CPU, from the starting thread, in case it has not run yet.
-            pub(in crate::script::vm) fn send(&self, thread: &std::thread::JoinHandle<()>) {
-                use std::os::unix::thread::JoinHandleExt;
-                if let Some((_, others)) = &self.sets {
-                    // SAFETY: the thread handle is alive (a thread that ended already makes
-                    // the call fail, which is fine: it no longer needs a CPU)
-                    unsafe {
-                        libc::pthread_setaffinity_np(thread.as_pthread_t(), Self::SIZE, others);
-                    }
-                }
-            }
-
-            /// How long the thread may spin for its run: a while when it has a CPU of its own.
-            pub(in crate::script::vm) fn spin(&self) -> std::time::Duration {
-                match self.sets {
-                    Some(_) => SPIN,
-                    None => std::time::Duration::ZERO,
-                }
-            }
-
-            /// Lets the calling thread run on every CPU the process may use again.
-            pub(in crate::script::vm) fn release(&self) {
-                if let Some((all, _)) = &self.sets {
-                    // SAFETY: a system call on the calling thread with a full-sized set
-                    unsafe {
-                        libc::sched_setaffinity(0, Self::SIZE, all);
-                    }
-                }
-            }
-        }
-
-        #[cfg(not(target_os = "linux"))]
-        #[derive(Clone, Copy)]
-        pub(in crate::script::vm) struct Elsewhere;
-
-        #[cfg(not(target_os = "linux"))]
-        impl Elsewhere {
-            pub(in crate::script::vm) fn here() -> Elsewhere {
-                Elsewhere
-            }
-            pub(in crate::script::vm) fn leave(&self) {}
-            pub(in crate::script::vm) fn send(&self, _: &std::thread::JoinHandle<()>) {}
-            pub(in crate::script::vm) fn spin(&self) -> std::time::Duration {
-                std::time::Duration::ZERO
-            }
-            pub(in crate::script::vm) fn release(&self) {}
-        }
-    }
-
-    /// Hands a run to the thread [`start`] began, to do with the state made there; the run
-    /// back when that thread takes none (there is none, or it already did one, or its state
-    /// was taken by [`take`]).
-    pub(super) fn submit(job: Job) -> Result<(), Job> {
-        SLOT.submit(job)
-    }
-
-    /// The state made ahead, waiting for it if it is on its way; `None` when there is none.
-    pub(super) fn take() -> Option<Fresh> {
-        SLOT.take()
     }
 }
 
@@ -943,45 +566,12 @@ impl Vm {
 
 /// Host paths never appear in chunk names, but mlua may wrap messages in its own text; keep the
 /// first line of a runtime error and drop mlua's traceback.
-fn clean_message(message: &str) -> String {
+pub(super) fn clean_message(message: &str) -> String {
     let m = message.strip_prefix("runtime error: ").unwrap_or(message);
     match m.find("\nstack traceback:") {
         Some(i) => m[..i].to_string(),
         None => m.to_string(),
     }
-}
-
-/// An error a host function raised, as a script sees it: the message, after the script's
-/// position when the traceback names one (`name.lua:3: bad argument #1: ...`).
-fn error_text(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::CallbackError { traceback, cause } => {
-            let message = error_text(cause);
-            match script_position(traceback) {
-                Some(at) => format!("{at} {message}"),
-                None => message,
-            }
-        }
-        other => clean_message(&other.to_string()),
-    }
-}
-
-/// The first frame of a traceback that is the script's own (not C, not the prelude), as
-/// `chunk:line:`.
-fn script_position(traceback: &str) -> Option<&str> {
-    traceback
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with("[C]") && !l.starts_with("prelude:"))
-        .find_map(|l| {
-            // `chunk:LINE: in ...`: the first `:` followed by digits and another `:`
-            l.match_indices(':').find_map(|(i, _)| {
-                let rest = &l[i + 1..];
-                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-                (digits > 0 && rest.as_bytes().get(digits) == Some(&b':'))
-                    .then(|| &l[..i + 1 + digits + 1])
-            })
-        })
 }
 
 fn memory_error(limit: usize) -> Error {
@@ -1000,595 +590,5 @@ fn lua_error(e: mlua::Error, memory_limit: usize) -> Error {
         other => Error::Script {
             message: clean_message(&other.to_string()),
         },
-    }
-}
-
-/// The error table a failed tool call raises: `{code=, message=, tool=}` (and `details=` when
-/// the error has them).
-fn error_table(lua: &Lua, code: &str, message: &str, tool: &str) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.raw_set("code", code)?;
-    t.raw_set("message", message)?;
-    t.raw_set("tool", tool)?;
-    Ok(t)
-}
-
-fn build_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
-    let api = lua.create_table()?;
-
-    let s = run.clone();
-    api.set(
-        "check",
-        lua.create_function(move |lua, mut args: MultiValue| {
-            s.get()?.check()?;
-            // what `pcall` caught from a host function is mlua's error value: the script gets
-            // its message, with the script's line, as for any error Lua raises
-            if matches!(args.front(), Some(Value::Boolean(false)))
-                && let Some(Value::Error(e)) = args.get(1)
-            {
-                let text = lua.create_string(error_text(e))?;
-                args[1] = Value::String(text);
-            }
-            Ok(args)
-        })?,
-    )?;
-    let s = run.clone();
-    api.set(
-        "interrupted",
-        lua.create_function(move |_, ()| Ok(s.get()?.poll().is_some()))?,
-    )?;
-
-    let s = run.clone();
-    api.set(
-        "write",
-        lua.create_function(move |_, text: mlua::LuaString| {
-            s.get()?.write(&text.to_string_lossy())
-        })?,
-    )?;
-    let s = run.clone();
-    api.set(
-        "log",
-        lua.create_function(move |_, (level, text): (String, mlua::LuaString)| {
-            s.get()?.log(&level, &text.to_string_lossy())
-        })?,
-    )?;
-
-    let s = run.clone();
-    api.set(
-        "sleep",
-        lua.create_function(move |_, seconds: f64| {
-            if !(seconds >= 0.0 && seconds.is_finite()) {
-                return Err(mlua::Error::runtime("sleep: seconds must be a number ≥ 0"));
-            }
-            let s = s.get()?;
-            s.check()?;
-            let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let mut until = Instant::now() + Duration::from_secs_f64(seconds.min(1e9));
-            if let Some(d) = ctx.deadline() {
-                until = until.min(d);
-            }
-            s.handle.block_on(async {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(until.into()) => {}
-                    _ = ctx.cancel_token().cancelled() => {}
-                }
-            });
-            s.check()
-        })?,
-    )?;
-
-    let s = run.clone();
-    api.set(
-        "call",
-        lua.create_function(move |lua, (name, args): (mlua::LuaString, Value)| {
-            call_tool(lua, s.get()?, &name.to_str()?, &args)
-        })?,
-    )?;
-
-    let s = run.clone();
-    api.set(
-        "tool_exists",
-        lua.create_function(move |_, name: String| {
-            Ok(s.get()?.host.registry().get(&name).is_some())
-        })?,
-    )?;
-    let s = run.clone();
-    api.set(
-        "unknown_tool",
-        lua.create_function(move |_, name: String| {
-            let e = Error::UnknownTool {
-                suggestions: s.get()?.host.registry().closest(&name),
-                name,
-            };
-            Ok(format!("tools: {e}"))
-        })?,
-    )?;
-    let s = run.clone();
-    api.set(
-        "tool_list",
-        lua.create_function(move |lua, ()| {
-            let host = &s.get()?.host;
-            let list: Vec<Json> = host
-                .registry()
-                .in_profile(Profile::Full, &host.config(), host.transport())
-                .iter()
-                .map(|(t, a)| {
-                    let sp = t.spec();
-                    serde_json::json!({
-                        "name": sp.name, "title": sp.title, "description": sp.description,
-                        "effect": sp.effect, "kind": sp.kind, "available": a.is_available(),
-                        "annotations": sp.annotations,
-                        "input_schema": sp.input_schema,
-                    })
-                })
-                .collect();
-            convert::to_lua(lua, &Json::Array(list))
-        })?,
-    )?;
-    let s = run.clone();
-    api.set(
-        "previews",
-        lua.create_function(move |lua, ()| {
-            let list: Vec<Json> = s
-                .get()?
-                .previews
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .map(Preview::to_json)
-                .collect();
-            convert::to_lua(lua, &Json::Array(list))
-        })?,
-    )?;
-
-    api.set(
-        "json_encode",
-        // (true, text), or (false, message) for the prelude to raise at the script's line
-        lua.create_function(|lua, (v, opts): (Value, Option<Value>)| {
-            let refused = |m: String| refusal(lua, format!("json.encode: {m}"));
-            let j = match convert::to_json(lua, &v) {
-                Ok(j) => j,
-                Err(m) => return refused(m),
-            };
-            let pretty = match opts {
-                Some(Value::Boolean(b)) => b,
-                Some(Value::Table(t)) => t.raw_get::<Option<bool>>("pretty")?.unwrap_or(false),
-                _ => false,
-            };
-            let text = if pretty {
-                serde_json::to_string_pretty(&j)
-            } else {
-                serde_json::to_string(&j)
-            };
-            match text {
-                Ok(text) => Ok((true, Value::String(lua.create_string(text)?))),
-                Err(e) => refused(e.to_string()),
-            }
-        })?,
-    )?;
-    let s = run.clone();
-    api.set(
-        "json_decode",
-        // (true, value), or (false, message) for the prelude to raise at the script's line
-        lua.create_function(move |lua, text: mlua::LuaString| {
-            let memory = s.get()?.memory_limit;
-            let refused = |m: String| refusal(lua, format!("json.decode: {m}"));
-            // The parsed value lives outside the Lua memory limit until it is converted (at
-            // tens of bytes per element), so the text it comes from is bounded by that limit.
-            let limit = memory / JSON_DECODE_FRACTION;
-            if text.as_bytes().len() > limit {
-                return refused(format!(
-                    "the text is {} bytes; at most {limit} can be decoded (1/{} of \
-                     limits.lua_memory_mb)",
-                    text.as_bytes().len(),
-                    JSON_DECODE_FRACTION
-                ));
-            }
-            match serde_json::from_slice::<Json>(&text.as_bytes()) {
-                Ok(j) => Ok((true, convert::to_lua(lua, &j)?)),
-                Err(e) => refused(e.to_string()),
-            }
-        })?,
-    )?;
-    api.set("null", lua.null())?;
-    api.set("array_mt", lua.array_metatable())?;
-    api.set("version", env!("CARGO_PKG_VERSION"))?;
-
-    let s = run.clone();
-    api.set(
-        "module_source",
-        lua.create_function(move |_, name: String| {
-            Ok(match stdlib::module_source(&name, &s.get()?.modules) {
-                Ok((src, chunk)) => (Some(src), chunk),
-                Err(msg) => (None, msg),
-            })
-        })?,
-    )?;
-
-    api.set("patterns", pattern_api(lua, run)?)?;
-    api.set(
-        "source_check",
-        lua.create_function(|_, (src, name): (mlua::LuaString, Option<String>)| {
-            let name = name.unwrap_or_else(|| "chunk".into());
-            Ok(super::refuse_slow_source(
-                &src.to_string_lossy(),
-                name.trim_start_matches(['=', '@']),
-            ))
-        })?,
-    )?;
-    Ok(api)
-}
-
-/// Runs a call from the Lua thread (never a runtime thread) to its end: polled once in the
-/// runtime's context first, since most calls finish at once and need no parking, then, if it
-/// waits on something, driven by `block_on`.
-fn run_to_end<F: std::future::Future>(handle: &tokio::runtime::Handle, call: F) -> F::Output {
-    let mut call = std::pin::pin!(call);
-    let first = {
-        let _in_runtime = handle.enter();
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        call.as_mut().poll(&mut cx)
-    };
-    match first {
-        std::task::Poll::Ready(out) => out,
-        std::task::Poll::Pending => handle.block_on(call),
-    }
-}
-
-fn call_tool(
-    lua: &Lua,
-    s: &Arc<RunState>,
-    name: &str,
-    args: &Value,
-) -> mlua::Result<(bool, Value)> {
-    s.check()?;
-    if s.recording.load(Ordering::Relaxed) {
-        let mut called = s.called.lock().unwrap_or_else(|p| p.into_inner());
-        if !called.iter().any(|c| c == name) {
-            called.push(name.to_string());
-        }
-    }
-    let fail = |code: &str, message: &str| -> mlua::Result<(bool, Value)> {
-        Ok((false, Value::Table(error_table(lua, code, message, name)?)))
-    };
-    let json = match args {
-        // `tools.NAME()`: no arguments
-        Value::Nil => Ok(Json::Object(Map::new())),
-        Value::Table(_) => convert::to_json(lua, args),
-        other => {
-            return refusal(
-                lua,
-                format!(
-                    "tools.{name} expects a table of arguments, got {}",
-                    lua_type_name(other)
-                ),
-            );
-        }
-    };
-    let mut json = match json {
-        Ok(j) => j,
-        Err(m) => {
-            return fail(
-                "invalid_args",
-                &format!("invalid arguments for `{name}`: {m}"),
-            );
-        }
-    };
-    let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).child();
-    let request = match s.host.registry().get(name) {
-        Some(tool) => {
-            convert::coerce_empty_arrays(&mut json, &tool.spec().input_schema);
-            CallRequest::to_tool(tool, json, ctx)
-        }
-        None => CallRequest::new(name, json, ctx),
-    };
-    let outcome = run_to_end(&s.handle, s.host.call(request));
-    match outcome {
-        Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
-        Outcome::Preview(p) => {
-            let v = convert::to_lua(lua, &p.to_json())?;
-            s.previews.lock().unwrap_or_else(|p| p.into_inner()).push(p);
-            Ok((true, v))
-        }
-        Outcome::Denied { reason, .. } => fail("denied", &format!("`{name}` was denied: {reason}")),
-        Outcome::NeedsConfirmation { reason, .. } => fail(
-            "needs_confirmation",
-            &format!("`{name}` needs confirmation: {reason}"),
-        ),
-        Outcome::Failed(e) => {
-            // An interrupted run must stop, not hand the script a catchable tool error.
-            s.check()?;
-            let t = error_table(lua, e.caller_class(), &e.to_string(), name)?;
-            if let Some(d) = e.details() {
-                // The completed steps of a failed program: a script can inspect side effects.
-                t.raw_set("details", convert::to_lua(lua, &d)?)?;
-            }
-            Ok((false, Value::Table(t)))
-        }
-    }
-}
-
-/// `(false, message)`: a refusal the prelude raises as a plain message at the script's line.
-fn refusal(lua: &Lua, message: String) -> mlua::Result<(bool, Value)> {
-    Ok((false, Value::String(lua.create_string(message)?)))
-}
-
-/// What Lua's `type` says of a value.
-fn lua_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Integer(_) | Value::Number(_) => "number",
-        Value::LightUserData(_) | Value::UserData(_) | Value::Error(_) | Value::Other(_) => {
-            "userdata"
-        }
-        other => other.type_name(),
-    }
-}
-
-fn pattern_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    let stopper = |run: &RunCell| {
-        let run = run.clone();
-        move || {
-            let s = run.get().ok()?;
-            s.poll().map(|why| s.message(why))
-        }
-    };
-    for (key, find) in [("find", true), ("match", false)] {
-        let stop = stopper(run);
-        t.set(
-            key,
-            lua.create_function(
-                move |lua,
-                      (s, p, init, plain): (
-                    mlua::LuaString,
-                    mlua::LuaString,
-                    Option<i64>,
-                    Option<Value>,
-                )| {
-                    let plain =
-                        plain.is_some_and(|v| !matches!(v, Value::Nil | Value::Boolean(false)));
-                    patterns::find_aux(lua, &s.as_bytes(), &p.as_bytes(), init, plain, find, &stop)
-                },
-            )?,
-        )?;
-    }
-    let stop: Arc<dyn Fn() -> Option<String> + Send + Sync> = Arc::new(stopper(run));
-    t.set(
-        "gmatch",
-        lua.create_function(
-            move |lua, (s, p, init): (mlua::LuaString, mlua::LuaString, Option<i64>)| {
-                patterns::gmatch(lua, s, p, init, Arc::clone(&stop))
-            },
-        )?,
-    )?;
-    let stop = stopper(run);
-    t.set(
-        "gsub",
-        lua.create_function(
-            move |lua, (s, p, repl, n): (mlua::LuaString, mlua::LuaString, Value, Option<i64>)| {
-                let repl = match repl {
-                    Value::String(r) => patterns::Replacement::Text(r.as_bytes().to_vec()),
-                    Value::Integer(i) => patterns::Replacement::Text(i.to_string().into_bytes()),
-                    Value::Number(f) => {
-                        patterns::Replacement::Text(patterns::lua_number_string(f).into_bytes())
-                    }
-                    Value::Table(t) => patterns::Replacement::Table(t),
-                    Value::Function(f) => patterns::Replacement::Function(f),
-                    other => {
-                        return Err(mlua::Error::runtime(format!(
-                            "bad argument #3 to 'gsub' (string/function/table expected, got {})",
-                            other.type_name()
-                        )));
-                    }
-                };
-                patterns::gsub(lua, &s.as_bytes(), &p.as_bytes(), &repl, n, &stop)
-            },
-        )?,
-    )?;
-    Ok(t)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use super::Fresh;
-    use super::ahead::Ahead;
-
-    #[test]
-    fn a_state_made_ahead_is_waited_for_and_taken_once() {
-        let ahead = Arc::new(Ahead::new());
-        assert!(
-            ahead.take().is_none(),
-            "nothing announced: nothing to wait for"
-        );
-        ahead.expect(false);
-        let maker = Arc::clone(&ahead);
-        let thread = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            maker.make(Fresh::make);
-        });
-        // announced but not made yet: the taker waits for it rather than getting nothing
-        let fresh = ahead.take().expect("the announced state");
-        assert!(
-            fresh.env.contains_key("tools").unwrap(),
-            "the prelude ran: the script environment is there"
-        );
-        assert!(ahead.take().is_none(), "taken once");
-        thread.join().unwrap();
-    }
-
-    /// What a handed-over run got, and on which thread it ran.
-    fn handed_over(
-        ahead: &Arc<Ahead>,
-    ) -> (
-        Result<(), super::ahead::Job>,
-        std::sync::mpsc::Receiver<(bool, std::thread::ThreadId)>,
-    ) {
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let job: super::ahead::Job = Box::new(move |fresh| {
-            let _ = sender.send((fresh.is_some(), std::thread::current().id()));
-        });
-        (ahead.submit(job), receiver)
-    }
-
-    #[test]
-    fn a_run_handed_over_runs_with_the_state_on_the_thread_that_made_it() {
-        let ahead = Arc::new(Ahead::new());
-        ahead.expect(true);
-        let server = Arc::clone(&ahead);
-        let thread = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            server.serve(Fresh::make, Duration::ZERO);
-        });
-        let maker = thread.thread().id();
-        // handed over while the state is still being made
-        let (submitted, ran) = handed_over(&ahead);
-        assert!(submitted.is_ok());
-        assert_eq!(
-            ran.recv().unwrap(),
-            (true, maker),
-            "with the state, on its thread"
-        );
-        thread.join().unwrap();
-        // one run only: the next is handed back, for a thread of its own
-        assert!(handed_over(&ahead).0.is_err());
-        assert!(ahead.take().is_none(), "the state went with the run");
-    }
-
-    #[test]
-    fn a_state_taken_elsewhere_ends_the_wait_for_a_run_and_hands_later_runs_back() {
-        let ahead = Arc::new(Ahead::new());
-        ahead.expect(true);
-        let server = Arc::clone(&ahead);
-        let thread =
-            std::thread::spawn(move || server.serve(Fresh::make, Duration::from_millis(20)));
-        assert!(ahead.take().is_some(), "Vm::new elsewhere takes the state");
-        // the serving thread notices and ends, without a run
-        thread.join().unwrap();
-        assert!(handed_over(&ahead).0.is_err());
-    }
-
-    #[test]
-    fn a_run_handed_over_while_making_fails_gets_no_state_and_still_runs() {
-        let ahead = Arc::new(Ahead::new());
-        ahead.expect(true);
-        let (submitted, ran) = handed_over(&ahead);
-        assert!(submitted.is_ok());
-        let server = Arc::clone(&ahead);
-        std::thread::spawn(move || {
-            server.serve(|| Err(mlua::Error::runtime("no memory")), Duration::ZERO)
-        })
-        .join()
-        .unwrap();
-        assert!(!ran.recv().unwrap().0, "no state: the run makes its own");
-        // a maker that panics with no run waiting leaves nothing waiting either
-        ahead.expect(true);
-        let server = Arc::clone(&ahead);
-        assert!(
-            std::thread::spawn(
-                move || server.serve(|| panic!("a maker that panics"), Duration::ZERO)
-            )
-            .join()
-            .is_err()
-        );
-        assert!(handed_over(&ahead).0.is_err(), "the thread is gone");
-        assert!(ahead.take().is_none());
-    }
-
-    #[test]
-    fn the_prelude_bytecode_from_the_build_loads_and_is_the_prelude() {
-        use mlua::chunk::ChunkMode;
-        // a native build always makes it (build.rs); an empty one means text at every start
-        if cfg!(all(target_os = "linux", target_env = "gnu")) {
-            assert!(!super::PRELUDE_BYTECODE.is_empty());
-        }
-        let lua = mlua::Lua::new();
-        let binary = lua
-            .load(super::PRELUDE_BYTECODE)
-            .set_name("=prelude")
-            .set_mode(ChunkMode::Binary)
-            .into_function()
-            .expect("the VM this binary links loads the build's bytecode");
-        let text = lua
-            .load(super::PRELUDE)
-            .set_name("=prelude")
-            .set_mode(ChunkMode::Text)
-            .into_function()
-            .unwrap();
-        // the same function: compiled from the same text, so the same dump
-        assert_eq!(binary.dump(false), text.dump(false));
-        let info = binary.info();
-        assert_eq!(
-            info.source.as_deref(),
-            Some("=prelude"),
-            "error lines name the prelude"
-        );
-    }
-
-    /// The thread that makes the state leaves the starting thread's CPU, and may run anywhere
-    /// once the state is made.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_making_thread_runs_on_another_cpu_then_anywhere() {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        let affinity = move || {
-            // SAFETY: a system call on the calling thread with a zeroed, full-sized set
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                assert_eq!(libc::sched_getaffinity(0, size, &mut set), 0);
-                set
-            }
-        };
-        let before = affinity();
-        // SAFETY: reads the calling thread's CPU
-        let here = unsafe { libc::sched_getcpu() };
-        let cpus = super::ahead::cpu::Elsewhere::here();
-        let (during, after) = std::thread::spawn(move || {
-            cpus.leave();
-            let during = affinity();
-            cpus.release();
-            (during, affinity())
-        })
-        .join()
-        .unwrap();
-        // SAFETY: CPU_ISSET and CPU_COUNT read the sets
-        unsafe {
-            if libc::CPU_COUNT(&before) > 1 {
-                assert!(
-                    !libc::CPU_ISSET(here as usize, &during),
-                    "off the starting CPU"
-                );
-                assert_eq!(libc::CPU_COUNT(&during), libc::CPU_COUNT(&before) - 1);
-                assert!(cpus.spin() > Duration::ZERO);
-            } else {
-                assert_eq!(libc::CPU_COUNT(&during), 1, "one CPU: it stays");
-                assert_eq!(cpus.spin(), Duration::ZERO, "no spinning on a shared CPU");
-            }
-            assert_eq!(
-                libc::CPU_COUNT(&after),
-                libc::CPU_COUNT(&before),
-                "anywhere again"
-            );
-        }
-    }
-
-    #[test]
-    fn a_failed_or_panicking_maker_does_not_leave_takers_waiting() {
-        let ahead = Arc::new(Ahead::new());
-        ahead.expect(false);
-        ahead.make(|| Err(mlua::Error::runtime("no memory")));
-        assert!(ahead.take().is_none());
-        ahead.expect(false);
-        let maker = Arc::clone(&ahead);
-        let panicked = std::thread::spawn(move || maker.make(|| panic!("a maker that panics")))
-            .join()
-            .is_err();
-        assert!(panicked);
-        assert!(
-            ahead.take().is_none(),
-            "the slot was emptied as the maker unwound"
-        );
     }
 }

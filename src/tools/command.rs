@@ -2,8 +2,8 @@
 //!
 //! It is the one built-in tool that can do anything the user can, so it is destructive and open
 //! world (default grant: ask), in the full profile only, and unavailable when the host has no
-//! terminal access (no-terminal mode, or a platform without processes) — the seed's "desktop
-//! only" rule. Output is capped, the run has a timeout, and cancelling the call kills the child.
+//! terminal access (no-terminal mode, or a platform without processes): it is a tool for a
+//! desktop, never for a host that only serves. Output is capped, the run has a timeout, and cancelling the call kills the child.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -32,7 +32,7 @@ use crate::store::{self, FileLock};
 pub const PAYLOAD_SCHEMA: &str = "lmcp-friction/1";
 /// How long one delivery may take.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
-/// The seed's friction types.
+/// The friction types a report may name (`friction_type` in docs/friction-payload.schema.json).
 pub const FRICTION_TYPES: &[&str] = &[
     "repeated_failure",
     "task_abandoned",
@@ -40,7 +40,8 @@ pub const FRICTION_TYPES: &[&str] = &[
     "cannot_complete",
     "other",
 ];
-/// The seed's error categories.
+/// The error categories a report may name (`error_category` in
+/// docs/friction-payload.schema.json).
 pub const ERROR_CATEGORIES: &[&str] = &[
     "permission",
     "timeout",
@@ -52,7 +53,8 @@ pub const ERROR_CATEGORIES: &[&str] = &[
     "crash",
     "other",
 ];
-/// The seed's intent categories.
+/// The intent categories a report may name (`intent_category` in
+/// docs/friction-payload.schema.json).
 pub const INTENT_CATEGORIES: &[&str] = &[
     "find_email",
     "read_email",
@@ -74,7 +76,8 @@ pub const INTENT_CATEGORIES: &[&str] = &[
     "other",
 ];
 
-/// The tool's spec: the seed's schema, effect send, no preview.
+/// The tool's spec: its arguments are the categories above, a tool's name and a count, never
+/// free text; effect send, no preview.
 pub fn spec() -> ToolSpec {
     ToolSpec::new(
         "report_friction",

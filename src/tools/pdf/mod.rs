@@ -15,12 +15,22 @@
 //! The result goes to a temporary folder renamed into place, so a failure never leaves half a
 //! result.
 //!
-//! Why not printpdf, the PDF crate the design first named: its `save` is lopdf's whole-document
-//! writer, which holds every image stream in memory and serialises into one more buffer (three
-//! copies of a 60 MB document at once), and its layout gives every page one shared resource list
-//! of all images and an info dictionary that claims PDF/X. Using it for layout only meant
-//! rewriting its output with a second writer. The layout here is some 80 lines; lopdf remains
-//! for its object types (and in tests, to read documents back).
+//! | file                 | its part                                                          |
+//! |----------------------|-------------------------------------------------------------------|
+//! | `mod.rs`             | the tool: spec, handler, page plan, [`layout`], the build         |
+//! | `prepare.rs`         | an image made ready for pages once, when it is imported           |
+//! | `arithmetic_jpeg.rs` | arithmetic-coded JPEGs re-coded with Huffman codes                |
+//! | `huffman_jpeg.rs`    | Huffman-coded JPEGs checked to their last block; their DC picture |
+//! | `flate.rs`           | lossless image streams: rows PNG-filtered, zlib-compressed        |
+//! | `writer.rs`          | the PDF written object by object, image data streamed from disk   |
+//! | `preview.rs`         | `preview.html`: title, page order and thumbnails, opened offline  |
+//!
+//! Why not printpdf: its `save` is lopdf's whole-document writer, which holds every image stream
+//! in memory and serialises into one more buffer (three copies of a 60 MB document at once), and
+//! its layout gives every page one shared resource list of all images and an info dictionary
+//! that claims PDF/X. Using it for layout only would mean rewriting its output with a second
+//! writer. The layout here is some 80 lines; lopdf remains for its object types (and in tests,
+//! to read documents back).
 
 pub mod arithmetic_jpeg;
 pub mod flate;
@@ -49,7 +59,8 @@ use prepare::OnDisk;
 /// Margin around each image, in millimetres.
 pub const MARGIN_MM: f32 = 10.0;
 
-/// The spec, with exactly the seed's input schema.
+/// The spec. Its input schema is closed: a build takes exactly these four arguments, all
+/// required.
 pub fn spec() -> ToolSpec {
     ToolSpec::new(
         "build_image_pdf",
@@ -111,7 +122,8 @@ pub fn handler_fn() -> Handler {
                     other => other.to_string(),
                 };
                 let result = json!({"stage": "failed", "title": title, "preset": preset, "pages": [], "retryable": retryable, "error": message});
-                // a failure at every door (exit 1, isError, a Lua error), in SPEC §6's shape
+                // a failure at every door (exit 1, isError, a Lua error), its result the output
+                // schema's `failed` shape
                 Err(Error::Reported {
                     tool: "build_image_pdf".to_string(),
                     message,

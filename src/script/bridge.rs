@@ -1,0 +1,133 @@
+//! The tool bridge: `tools.NAME{...}` from a script to [`Host::call`] and back.
+//!
+//! A script's call goes through the same gate as any other caller's: its table is converted
+//! to JSON once, raw (no metamethod runs; cycles and depth refused, see `convert`), and the
+//! request carries a child of the run's context, so the run's confirmation mode flows into
+//! every call and a script can never raise it. The Lua state runs on a thread where blocking
+//! is fine and waits for each call there ([`run_to_end`]), so coroutines and `pcall` work
+//! around tool calls exactly as around any function. Every way a call can fail comes back as
+//! an error table (`code`, `message`, `tool`) the prelude raises at the script's line, except
+//! an interrupted run, which must stop rather than hand the script a catchable error.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mlua::{Lua, Table, Value};
+use serde_json::{Map, Value as Json};
+
+use super::api::refusal;
+use super::convert;
+use super::vm::RunState;
+#[cfg(doc)]
+use crate::gate::Caller;
+use crate::gate::{CallRequest, Outcome};
+
+/// Runs a call from the Lua thread (never a runtime thread) to its end: polled once in the
+/// runtime's context first, since most calls finish at once and need no parking, then, if it
+/// waits on something, driven by `block_on`.
+fn run_to_end<F: std::future::Future>(handle: &tokio::runtime::Handle, call: F) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    let first = {
+        let _in_runtime = handle.enter();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        call.as_mut().poll(&mut cx)
+    };
+    match first {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => handle.block_on(call),
+    }
+}
+
+pub(super) fn call_tool(
+    lua: &Lua,
+    s: &Arc<RunState>,
+    name: &str,
+    args: &Value,
+) -> mlua::Result<(bool, Value)> {
+    s.check()?;
+    if s.recording.load(Ordering::Relaxed) {
+        let mut called = s.called.lock().unwrap_or_else(|p| p.into_inner());
+        if !called.iter().any(|c| c == name) {
+            called.push(name.to_string());
+        }
+    }
+    let fail = |code: &str, message: &str| -> mlua::Result<(bool, Value)> {
+        Ok((false, Value::Table(error_table(lua, code, message, name)?)))
+    };
+    let json = match args {
+        // `tools.NAME()`: no arguments
+        Value::Nil => Ok(Json::Object(Map::new())),
+        Value::Table(_) => convert::to_json(lua, args),
+        other => {
+            return refusal(
+                lua,
+                format!(
+                    "tools.{name} expects a table of arguments, got {}",
+                    lua_type_name(other)
+                ),
+            );
+        }
+    };
+    let mut json = match json {
+        Ok(j) => j,
+        Err(m) => {
+            return fail(
+                "invalid_args",
+                &format!("invalid arguments for `{name}`: {m}"),
+            );
+        }
+    };
+    let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).child();
+    let request = match s.host.registry().get(name) {
+        Some(tool) => {
+            convert::coerce_empty_arrays(&mut json, &tool.spec().input_schema);
+            CallRequest::to_tool(tool, json, ctx)
+        }
+        None => CallRequest::new(name, json, ctx),
+    };
+    let outcome = run_to_end(&s.handle, s.host.call(request));
+    match outcome {
+        Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
+        Outcome::Preview(p) => {
+            let v = convert::to_lua(lua, &p.to_json())?;
+            s.previews.lock().unwrap_or_else(|p| p.into_inner()).push(p);
+            Ok((true, v))
+        }
+        Outcome::Denied { reason, .. } => fail("denied", &format!("`{name}` was denied: {reason}")),
+        Outcome::NeedsConfirmation { reason, .. } => fail(
+            "needs_confirmation",
+            &format!("`{name}` needs confirmation: {reason}"),
+        ),
+        Outcome::Failed(e) => {
+            // An interrupted run must stop, not hand the script a catchable tool error.
+            s.check()?;
+            let t = error_table(lua, e.caller_class(), &e.to_string(), name)?;
+            if let Some(d) = e.details() {
+                // The completed steps of a failed program: a script can inspect side effects.
+                t.raw_set("details", convert::to_lua(lua, &d)?)?;
+            }
+            Ok((false, Value::Table(t)))
+        }
+    }
+}
+
+/// The error table a failed tool call raises: `{code=, message=, tool=}` (and `details=` when
+/// the error has them).
+fn error_table(lua: &Lua, code: &str, message: &str, tool: &str) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("code", code)?;
+    t.raw_set("message", message)?;
+    t.raw_set("tool", tool)?;
+    Ok(t)
+}
+
+/// What Lua's `type` says of a value.
+fn lua_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Integer(_) | Value::Number(_) => "number",
+        Value::LightUserData(_) | Value::UserData(_) | Value::Error(_) | Value::Other(_) => {
+            "userdata"
+        }
+        other => other.type_name(),
+    }
+}
