@@ -15,13 +15,24 @@ fn repl(home: &std::path::Path) -> PtySession {
     p
 }
 
+/// What the line editor writes as it starts reading a line, before its prompt: bracketed paste
+/// turned back on.
+const READING: &str = "\u{1b}[?2004h";
+
 /// Sends a line, waits for `expect` in the output, then for the next prompt, so nothing is
-/// typed before the line editor reads again (it flushes typed-ahead input).
+/// typed before the line editor reads again (it flushes typed-ahead input). The editor also
+/// redraws the prompt with the line while it takes the line in (a long line wraps), so the
+/// REPL's own prompts count only after [`READING`]: matching a redrawn one sent the next line
+/// too early, and it was lost.
 fn cmd(p: &mut PtySession, line: &str, expect: &str, prompt: &str) {
     p.send_line(line).unwrap();
     if !expect.is_empty() {
         p.exp_string(expect)
             .unwrap_or_else(|e| panic!("{line}: waiting for {expect:?}: {e}"));
+    }
+    if prompt == "lmcp> " || prompt == ">> " {
+        p.exp_string(READING)
+            .unwrap_or_else(|e| panic!("{line}: waiting for the editor to read again: {e}"));
     }
     p.exp_string(prompt)
         .unwrap_or_else(|e| panic!("{line}: waiting for the prompt: {e}"));
