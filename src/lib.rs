@@ -1,8 +1,9 @@
 //! lmcp: a local tool host with an embedded Lua runtime.
 //!
 //! One registry, one gate, two program engines, three libraries of programs, four front doors
-//! (the layers and their rules: `src/house_rules.rs`). Every tool call, whoever makes it, goes through [`Host::call`] and
-//! so through the gate; handlers are private to the registry and need a pass only the gate makes.
+//! (the layers and their rules: `src/house_rules.rs`). Every tool call, whoever makes it, goes
+//! through [`Host::call`] and so through the gate; handlers are private to the registry and need
+//! a pass only the gate makes.
 //!
 //! | module       | its job                                                                  |
 //! |--------------|--------------------------------------------------------------------------|

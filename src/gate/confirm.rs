@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -178,32 +178,61 @@ impl Drop for Withdrawn {
     }
 }
 
-/// Reads one answer line from the terminal, giving up when `withdrawn` is set: stdin is polled
-/// (a terminal in line mode is readable once a whole line is typed), never read blindly.
+/// Reads one answer line from the terminal, giving up when `withdrawn` is set. stdin is polled
+/// and then read one byte at a time, so this reader never blocks: a question withdrawn (Ctrl-C
+/// in the REPL) while its reader waits must not leave a blocked read behind that takes the next
+/// line the REPL's own editor was meant to get. It also never reads past the answer's newline.
 fn read_answer(withdrawn: &std::sync::atomic::AtomicBool) -> std::io::Result<String> {
     #[cfg(unix)]
-    loop {
-        if withdrawn.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+    {
+        let mut line = Vec::new();
+        loop {
+            if withdrawn.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
+            let mut fd = libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one valid pollfd for at most 100 ms.
+            let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+            if ready < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if ready == 0 || withdrawn.load(std::sync::atomic::Ordering::Relaxed) {
+                continue;
+            }
+            let mut byte = 0u8;
+            // SAFETY: reads at most one byte into a live local; poll said stdin is readable.
+            let n = unsafe { libc::read(0, (&raw mut byte).cast(), 1) };
+            match n {
+                1 if byte == b'\n' => break,
+                1 => line.push(byte),
+                0 if line.is_empty() => return Ok(String::new()),
+                0 => break,
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
         }
-        let mut fd = libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one valid pollfd for at most 100 ms.
-        let ready = unsafe { libc::poll(&mut fd, 1, 100) };
-        if ready > 0 {
-            break;
-        }
-        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Err(std::io::Error::last_os_error());
-        }
+        line.push(b'\n');
+        Ok(String::from_utf8_lossy(&line).into_owned())
     }
     #[cfg(not(unix))]
-    let _ = withdrawn;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).map(|_| line)
+    {
+        use std::io::BufRead;
+        let _ = withdrawn;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).map(|_| line)
+    }
 }
 
 /// The question a person sees: tool, effect, why, each argument (long values shortened), and
