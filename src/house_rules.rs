@@ -9,6 +9,9 @@
 //!   trait defined low and implemented above ([`crate::gate::Caller`]).
 //! - **Only `program/` builds a `Program`.** Every stored program becomes one through
 //!   [`crate::program::compile`].
+//! - **Only the terminal writer writes.** Every byte for stdout or stderr goes through
+//!   [`crate::text::terminal`], which escapes control characters in what lmcp did not write
+//!   itself; no other file names a way to either stream.
 
 use std::path::{Path, PathBuf};
 
@@ -164,4 +167,91 @@ fn only_program_builds_a_program() {
         "a Program is built outside program/ (use program::compile):\n{}",
         builders.join("\n")
     );
+}
+
+/// The ways code reaches stdout or stderr without the terminal writer, as they appear in code.
+const OUTPUT_WAYS: &[&str] = &[
+    "println!",
+    "eprintln!",
+    "print!",
+    "eprint!",
+    "dbg!",
+    "stdout()",
+    "stderr()",
+    "io::stdout",
+    "io::stderr",
+    "Stdout",
+    "Stderr",
+    "libc::write",
+    "from_raw_fd",
+    "/dev/tty",
+    "/dev/stdout",
+    "/dev/stderr",
+];
+
+/// The files allowed to name them: the writer itself, and this file, which lists them.
+const OUTPUT_WRITERS: &[&str] = &["text/terminal.rs", "house_rules.rs"];
+
+/// Each way to stdout or stderr a line of code names (comments left out). A way counts only
+/// where no identifier character comes before it, so `eprint!` is not also `print!`.
+fn output_ways(line: &str) -> Vec<&'static str> {
+    let code = line.split("//").next().unwrap_or("");
+    let mut found = Vec::new();
+    for way in OUTPUT_WAYS {
+        let mut from = 0;
+        while let Some(i) = code[from..].find(way) {
+            let at = from + i;
+            let before = code[..at].chars().next_back();
+            if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                found.push(*way);
+                break;
+            }
+            from = at + way.len();
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_terminal_writer_writes() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut raw = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).expect("under src/");
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if OUTPUT_WRITERS.contains(&rel.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("readable");
+        for (n, line) in text.lines().enumerate() {
+            for way in output_ways(line) {
+                raw.push(format!("src/{rel}:{}: {way}", n + 1));
+            }
+        }
+    }
+    assert!(
+        raw.is_empty(),
+        "stdout and stderr are written only through text::terminal (show, json, clear_line, \
+         program_output), which escapes what lmcp did not write itself; these go around it:\n{}",
+        raw.join("\n")
+    );
+}
+
+#[test]
+fn the_output_scan_sees_each_way_once() {
+    assert_eq!(output_ways(r#"    println!("{x}");"#), ["println!"]);
+    assert_eq!(output_ways("eprint!(\"a\")"), ["eprint!"]);
+    assert_eq!(
+        output_ways("let mut o = std::io::stdout().lock();"),
+        ["stdout()", "io::stdout"]
+    );
+    assert_eq!(
+        output_ways("let e = io::stderr();"),
+        ["stderr()", "io::stderr"]
+    );
+    assert_eq!(output_ways("w: &mut Stdout,"), ["Stdout"]);
+    assert!(output_ways("outln!(\"x\"); // println! in a comment").is_empty());
+    assert!(output_ways("let stdout_lines = 3;").is_empty());
 }

@@ -30,21 +30,36 @@
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-/// `eprintln!` that never panics: a person's stderr that cannot be written (`2>/dev/full`, a
-/// closed terminal) must not turn an error report into a crash (exit 101).
+/// A line on stderr through the terminal writer (`text::terminal`): controls escaped, and a
+/// stderr that cannot be written (`2>/dev/full`, a closed terminal) never turns an error report
+/// into a crash (exit 101).
 macro_rules! errln {
     () => {
-        $crate::text::to_stderr("\n")
+        $crate::text::terminal::show($crate::text::terminal::Stream::Err, "\n")
     };
     ($($arg:tt)*) => {
-        $crate::text::to_stderr(&format!("{}\n", format_args!($($arg)*)))
+        $crate::text::terminal::show_line(
+            $crate::text::terminal::Stream::Err,
+            &format!($($arg)*),
+        )
     };
 }
 
-/// `eprint!` that never panics (see `errln!`).
+/// Text on stderr without a newline (see `errln!`).
 macro_rules! errw {
     ($($arg:tt)*) => {
-        $crate::text::to_stderr(&format!($($arg)*))
+        $crate::text::terminal::show($crate::text::terminal::Stream::Err, &format!($($arg)*))
+    };
+}
+
+/// A line on stdout through the terminal writer (see `errln!`); a closed stdout ends the
+/// process quietly with exit 0.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::text::terminal::show_line(
+            $crate::text::terminal::Stream::Out,
+            &format!($($arg)*),
+        )
     };
 }
 

@@ -478,7 +478,10 @@ pub fn main() -> ExitCode {
         Err(e) => {
             if json {
                 // a closed stdout must not turn the failure into exit 0
-                super::door::try_out(&format!("{}\n", json!({"error": e.to_json()})));
+                crate::text::terminal::show_line_keeping_exit(&crate::text::terminal::json(
+                    &json!({"error": e.to_json()}),
+                    false,
+                ));
             } else {
                 errln!("error: {}", shown(&e.to_string()));
             }
@@ -533,7 +536,11 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
     let json = cli.json;
     let command = match cli.command {
         Some(c) => c,
-        None if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => Command::Repl,
+        None if std::io::stdin().is_terminal()
+            && crate::text::terminal::is_terminal(crate::text::terminal::Stream::Out) =>
+        {
+            Command::Repl
+        }
         None => {
             let _ = super::docs::definition().print_help();
             return Ok(2);

@@ -2,7 +2,7 @@
 //! person (`--yes`, a terminal prompt, nobody), progress lines, Ctrl-C, output for people or
 //! `--json`, and text shown with its control characters escaped.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use crate::gate::{
     Confirmer, NoPerson, Origin, Outcome, TtyPrompt,
 };
 use crate::host::Host;
+use crate::text::terminal::Stream;
 
 /// The largest input read from a file or stdin, in bytes (`limits.input_mb`, set at start).
 static INPUT_LIMIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(16 << 20);
@@ -55,40 +56,23 @@ pub(crate) fn read_stdin(what: &str) -> Result<String> {
     read_bounded(std::io::stdin().lock(), what)
 }
 
-/// Writes to stdout; a closed pipe (`lmcp types | head`) ends the process quietly with exit 0,
-/// the way ripgrep does, instead of a panic.
+/// Writes to stdout through the terminal writer: controls escaped, and a closed pipe
+/// (`lmcp types | head`) ends the process quietly with exit 0.
 pub(crate) fn out(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let written = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush());
-    if let Err(e) = written
-        && e.kind() == std::io::ErrorKind::BrokenPipe
-    {
-        std::process::exit(0);
-    }
-}
-
-/// Writes to stdout, ignoring failure (an error report whose exit code must stand).
-pub(crate) fn try_out(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush());
+    crate::text::terminal::show(Stream::Out, text);
 }
 
 /// [`out`] with a newline.
 pub(crate) fn outln(text: &str) {
-    out(&format!("{text}\n"));
+    crate::text::terminal::show_line(Stream::Out, text);
 }
 
 /// Prints `value` as one JSON line, or `human` for people.
 pub(crate) fn emit(json: bool, value: &Value, human: impl FnOnce() -> String) {
-    // Text for people holds names and descriptions agents chose: shown, never obeyed.
     let text = if json {
-        value.to_string()
+        crate::text::terminal::json(value, false)
     } else {
-        shown(&human()).into_owned()
+        human()
     };
     outln(text.trim_end_matches('\n'));
 }
@@ -169,23 +153,22 @@ pub(crate) async fn gated_within(
 
 /// Shows progress reports on one stderr line, on a terminal.
 pub(crate) fn with_progress(ctx: CallContext) -> CallContext {
-    if !std::io::stderr().is_terminal() {
+    if !crate::text::terminal::is_terminal(Stream::Err) {
         return ctx;
     }
     ctx.with_progress(Arc::new(|p| {
         let total = p.total.unwrap_or(0);
-        errw!("\r\x1b[2K{}", crate::text::escape_controls(&p.message));
+        crate::text::terminal::clear_line(Stream::Err);
+        errw!("{}", crate::text::escape_controls(&p.message));
         if p.total.is_some() && p.done >= total {
-            errw!("\r\x1b[2K");
+            crate::text::terminal::clear_line(Stream::Err);
         }
-        let _ = std::io::stderr().flush();
     }))
 }
 
 /// Asks a yes/no question on the terminal; anything but y or yes is no.
 pub(crate) fn ask(question: &str) -> Result<bool> {
     errw!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
     let mut line = String::new();
     std::io::stdin()
         .read_line(&mut line)
@@ -286,13 +269,13 @@ pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 /// Prints an outcome: the result on stdout, refusals and errors on stderr (or all as JSON).
 pub(crate) fn render_outcome(outcome: &Outcome, json: bool) {
     if json {
-        outln(&outcome.to_json().to_string());
+        outln(&crate::text::terminal::json(&outcome.to_json(), false));
         return;
     }
     match outcome {
         Outcome::Done(v) => match v {
-            Value::String(s) => outln(&shown(s)),
-            other => outln(&serde_json::to_string_pretty(other).unwrap_or_default()),
+            Value::String(s) => outln(s),
+            other => outln(&crate::text::terminal::json(other, true)),
         },
         Outcome::Preview(p) => {
             outln(&format!(

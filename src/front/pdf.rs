@@ -7,7 +7,6 @@
 //! removed; without it they stay in the scratch workspace, which `workspace_list` shows. A run
 //! that fails at any point leaves no scratch workspace and nothing in `-o`.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -415,7 +414,7 @@ async fn build(
         .clamp(2, 8);
     let mut in_flight = 0u64;
     let total = staged.len();
-    let show = std::io::stderr().is_terminal();
+    let show = crate::text::terminal::is_terminal(crate::text::terminal::Stream::Err);
     let mut ids = vec![Value::Null; total];
     let mut pending = staged.into_iter().enumerate().peekable();
     let mut running = tokio::task::JoinSet::new();
@@ -478,11 +477,12 @@ async fn build(
         ids[i] = imported["asset_id"].clone();
         done += 1;
         if show {
-            errw!("\r\x1b[2Kimported {done} of {total}");
+            crate::text::terminal::clear_line(crate::text::terminal::Stream::Err);
+            errw!("imported {done} of {total}");
         }
     }
     if show {
-        errw!("\r\x1b[2K");
+        crate::text::terminal::clear_line(crate::text::terminal::Stream::Err);
     }
     let request =
         json!({"workspace_id": id, "source_asset_ids": ids, "title": args.title, "preset": preset});

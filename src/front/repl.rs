@@ -505,8 +505,8 @@ impl Session {
             None => ask("description: ").unwrap_or_default(),
         };
         let text = self.kept.program(&save.name, &description)?;
-        println!("{text}");
-        println!(
+        outln!("{text}");
+        outln!(
             "(---@uses lists the tools the kept chunks called; a branch the session did not take \
              may need more: write the program with -o FILE and add them)"
         );
@@ -532,18 +532,21 @@ impl Session {
                 .call(crate::gate::CallRequest::new(tool, args, ctx)),
         );
         if let crate::gate::Outcome::Preview(_) = outcome {
-            println!("previewed, not saved (/confirm preview): /confirm ask, then /save again");
+            outln!("previewed, not saved (/confirm preview): /confirm ask, then /save again");
             return Ok(());
         }
         outcome.into_result()?;
         match save.kind {
-            SaveAs::Recipe => println!(
+            SaveAs::Recipe => outln!(
                 "saved the recipe \"{}\"; run it with `lmcp recipe run {} --yes`",
-                save.name, save.name
+                save.name,
+                save.name
             ),
-            SaveAs::Tool => println!(
+            SaveAs::Tool => outln!(
                 "saved the tool {}; call it as tools.{}{{...}} or `lmcp call {}`",
-                save.name, save.name, save.name
+                save.name,
+                save.name,
+                save.name
             ),
         }
         Ok(())
@@ -588,7 +591,7 @@ impl Session {
             SaveAs::Recipe => "lmcp recipe save",
             SaveAs::Tool => "lmcp tool create",
         };
-        println!(
+        outln!(
             "wrote {}; save it with `{later} {}`",
             file.display(),
             super::recipe::shell_quote(&file.display().to_string())
@@ -598,28 +601,28 @@ impl Session {
 
     fn meta(&mut self, meta: Meta, ask: &mut dyn FnMut(&str) -> Option<String>) -> bool {
         match meta {
-            Meta::History => println!("{}", self.kept.listing()),
+            Meta::History => outln!("{}", self.kept.listing()),
             Meta::Drop(numbers) => match self.kept.drop_chunks(&numbers) {
                 Ok((dropped, lost)) => {
                     for (n, c) in numbers.iter().zip(&dropped) {
-                        println!(
+                        outln!(
                             "dropped chunk {n}: {}",
                             c.source.lines().next().unwrap_or("")
                         );
                     }
                     if !lost.is_empty() {
-                        println!(
+                        outln!(
                             "no longer parameters (set in a dropped chunk): {}",
                             lost.join(", ")
                         );
                     }
-                    println!("the chunks are numbered anew: /history shows them");
+                    outln!("the chunks are numbered anew: /history shows them");
                 }
                 Err(e) => errln!("{e}"),
             },
-            Meta::Params(names) if names.is_empty() => println!("{}", self.kept.params_listing()),
+            Meta::Params(names) if names.is_empty() => outln!("{}", self.kept.params_listing()),
             Meta::Params(names) => match self.kept.add_params(names) {
-                Ok(()) => println!("{}", self.kept.params_listing()),
+                Ok(()) => outln!("{}", self.kept.params_listing()),
                 Err(e) => errln!("{e}"),
             },
             Meta::Save(save) => {
@@ -627,7 +630,7 @@ impl Session {
                     errln!("error: {e}");
                 }
             }
-            Meta::Help => println!("{HELP}"),
+            Meta::Help => outln!("{HELP}"),
             Meta::Tools => {
                 for (t, a) in self.host.tools(Profile::Full) {
                     let s = t.spec();
@@ -636,13 +639,13 @@ impl Session {
                     } else {
                         "  (unavailable)"
                     };
-                    println!("  {:<16} {:<6} {}{}", s.name, s.effect, s.title, avail);
+                    outln!("  {:<16} {:<6} {}{}", s.name, s.effect, s.title, avail);
                 }
             }
             Meta::Doc(name) => match self.host.registry().get(&name) {
                 Some(t) => {
                     let s = t.spec();
-                    println!("{} — {} ({})\n{}", s.name, s.title, s.effect, s.description);
+                    outln!("{} — {} ({})\n{}", s.name, s.title, s.effect, s.description);
                     let required: Vec<&str> = s.input_schema["required"]
                         .as_array()
                         .map(|r| r.iter().filter_map(Json::as_str).collect())
@@ -659,10 +662,10 @@ impl Session {
                                 "?"
                             };
                             let desc = p.get("description").and_then(Json::as_str).unwrap_or("");
-                            println!("  {k}{opt}: {ty}  {desc}");
+                            outln!("  {k}{opt}: {ty}  {desc}");
                         }
                     }
-                    println!("example: tools.{}{{...}}", s.name);
+                    outln!("example: tools.{}{{...}}", s.name);
                 }
                 None => {
                     let e = Error::UnknownTool {
@@ -672,10 +675,10 @@ impl Session {
                     errln!("{e}");
                 }
             },
-            Meta::Confirm(None) => println!("confirmation: {}", mode_name(self.mode)),
+            Meta::Confirm(None) => outln!("confirmation: {}", mode_name(self.mode)),
             Meta::Confirm(Some(m)) => {
                 self.mode = m;
-                println!("confirmation: {}", mode_name(m));
+                outln!("confirmation: {}", mode_name(m));
             }
             Meta::Quit => return false,
             Meta::Bad(msg) => errln!("{msg}"),
@@ -748,7 +751,7 @@ pub fn run_blocking(
     let history_file = host.paths().data_dir.join("repl_history.txt");
     let _ = editor.load_history(&history_file);
 
-    println!(
+    outln!(
         "lmcp {} — Lua 5.4 with every tool as tools.NAME{{...}}. /help for help, Ctrl-D to leave.",
         env!("CARGO_PKG_VERSION"),
     );
@@ -781,7 +784,7 @@ pub fn run_blocking(
                 match session.eval(&source) {
                     Ok(lines) => {
                         for l in lines {
-                            println!("{l}");
+                            outln!("{l}");
                         }
                     }
                     Err(e) => errln!("error: {e}"),

@@ -1,7 +1,6 @@
 //! `lmcp tools`, `lmcp tool show|enable|disable|create`, `lmcp call`: the tool list, one tool's
 //! help, and direct calls.
 
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -224,11 +223,12 @@ pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result
     if let Some(t) = timeout_arg(args.timeout)? {
         ctx = ctx.with_timeout(t);
     }
-    if std::io::stderr().is_terminal() && !json {
+    if crate::text::terminal::is_terminal(crate::text::terminal::Stream::Err) && !json {
         ctx = ctx.with_progress(Arc::new(|p| {
             let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
+            crate::text::terminal::clear_line(crate::text::terminal::Stream::Err);
             errw!(
-                "\r\x1b[2K[{}{}] {}",
+                "[{}{}] {}",
                 p.done,
                 total,
                 crate::text::escape_controls(&p.message)

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -152,10 +152,7 @@ impl Confirmer for TtyPrompt {
             let withdrawn = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let _withdraw = Withdrawn(Arc::clone(&withdrawn));
             let line = tokio::task::spawn_blocking(move || {
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "{text}");
-                let _ = err.flush();
-                drop(err);
+                crate::text::terminal::show(crate::text::terminal::Stream::Err, &text);
                 read_answer(&withdrawn)
             })
             .await;

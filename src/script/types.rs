@@ -244,7 +244,9 @@ pub fn lua_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
         ));
         out.push_str(&format!("function tools.{}(args) end\n", s.name));
     }
-    out
+    // Descriptions and names were chosen by agents, skills and upstream servers, and editors
+    // show this file: escaped like everything lmcp puts on a terminal (ours holds no controls).
+    crate::text::escape_controls_keep_lines(&out).into_owned()
 }
 
 /// The editor configs `lmcp types --config` writes, pointing at `library` (the folder the

@@ -7,7 +7,6 @@
 //! without it (`prelude.rs`, perhaps ahead of time, `ahead.rs`) and bound to one run, once, by
 //! [`Vm::new`]. The sandbox and why its limits hold are told in the module docs of `script`.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -209,9 +208,7 @@ impl RunState {
         match self.output {
             Output::Terminal => {
                 self.count_printed(text.len())?;
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
+                crate::text::terminal::program_output(text);
             }
             Output::Capture => self.capture(text),
         }

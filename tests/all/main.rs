@@ -30,4 +30,5 @@ mod run;
 mod script;
 mod skills;
 mod store;
+mod terminal;
 mod types;

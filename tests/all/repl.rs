@@ -366,3 +366,23 @@ fn a_session_is_saved_as_a_recipe_and_a_tool() {
     assert_eq!(tool["isError"], false, "{tool}");
     assert!(tool.to_string().contains("42"), "{tool}");
 }
+
+/// The REPL's display of a value is lmcp's, so a string holding controls is shown escaped; what
+/// the chunk `print`s is the person's own output and stays as written.
+#[test]
+fn a_shown_value_is_escaped_and_print_is_not() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    cmd(
+        &mut p,
+        "'a' .. string.char(27) .. ']52;c;eA==' .. string.char(7) .. utf8.char(0x202e) .. 'z'",
+        "a\\27]52;c;eA==\\7\\u{202e}z",
+        "lmcp> ",
+    );
+    cmd(
+        &mut p,
+        "print('<' .. string.char(27) .. '[1m>')",
+        "<\u{1b}[1m>",
+        "lmcp> ",
+    );
+}

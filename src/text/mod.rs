@@ -3,9 +3,12 @@
 //!
 //! An ESC sequence inside a path could erase or rewrite the lines above an `Allow? [y/N]`
 //! prompt; a newline could fake a second line; a bidirectional override could reverse what is
-//! read. [`escape_controls`] shows each as an escape (`\e`, `\n`, `\x00`, `\u{202e}`) instead.
+//! read. [`escape_controls`] shows each as an escape (`\e`, `\n`, `\x00`, `\u{202e}`) instead,
+//! and [`terminal`] is the one writer to stdout and stderr, which applies it to everything.
 
 use std::borrow::Cow;
+
+pub mod terminal;
 
 /// Whether `c` must not reach a terminal raw: C0 and C1 controls, DEL, and the Unicode format
 /// characters that reorder or hide text (bidi overrides and isolates, zero-width marks).
@@ -14,10 +17,33 @@ fn is_unsafe(c: char) -> bool {
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
+/// Whether `s` is plain printable ASCII (with newlines and tabs when `keep_lines`), so nothing
+/// in it needs escaping. Eight bytes at a time: every line lmcp writes passes here, some of
+/// them megabytes long (a script's `log`), and a byte-by-byte or char-by-char loop in a debug
+/// build made those lines slower than the limits they are meant to reach.
+fn is_plain(s: &str, keep_lines: bool) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let plain_byte =
+        |b: u8| (0x20..0x7f).contains(&b) || (keep_lines && (b == b'\n' || b == b'\t'));
+    let mut chunks = s.as_bytes().chunks_exact(8);
+    for chunk in chunks.by_ref() {
+        let x = u64::from_ne_bytes(chunk.try_into().expect("eight bytes"));
+        // a byte below 0x20, or at or above 0x7f (0x7f + 1 and every byte from 0x80 set the
+        // high bit): both exact as yes/no tests (the usual "has less than n", n <= 128)
+        let low = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+        let high = (x.wrapping_add(ONES) | x) & HIGHS;
+        if (low | high) != 0 && !chunk.iter().all(|&b| plain_byte(b)) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| plain_byte(b))
+}
+
 /// `s` with every control and text-reordering character shown as an escape; borrowed when there
 /// is none (the common case costs one scan).
 pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe) {
+    if is_plain(s, false) || !s.chars().any(is_unsafe) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -40,7 +66,7 @@ pub fn escape_controls(s: &str) -> Cow<'_, str> {
 /// Like [`escape_controls`] but keeps newlines and tabs: for multi-line text a front door lays
 /// out itself (pretty JSON, reports), where only what could rewrite the screen is escaped.
 pub fn escape_controls_keep_lines(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| is_unsafe(c) && c != '\n' && c != '\t') {
+    if is_plain(s, true) || !s.chars().any(|c| is_unsafe(c) && c != '\n' && c != '\t') {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -133,13 +159,6 @@ pub fn redact_json(v: &serde_json::Value, secrets: &[String]) -> serde_json::Val
     }
 }
 
-/// Writes to stderr, ignoring failure: there is nowhere left to report it.
-pub fn to_stderr(text: &str) {
-    use std::io::Write;
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +172,28 @@ mod tests {
         );
         assert_eq!(escape_controls("x\u{202e}y\u{9b}"), "x\\u{202e}y\\x9b");
         assert_eq!(escape_controls("é ✓"), "é ✓");
+    }
+
+    #[test]
+    fn plain_text_is_found_eight_bytes_at_a_time() {
+        for (text, plain, plain_with_lines) in [
+            ("", true, true),
+            ("hello, world: 0123456789 ~", true, true),
+            ("a line\nand\ta tab, longer than eight", false, true),
+            ("sixteen bytes ok\x1b", false, false),
+            ("ends with DEL \x7f", false, false),
+            ("0123456\x1f89abcdef", false, false),
+            ("caf\u{e9} is not ASCII", false, false),
+            ("\u{9b}", false, false),
+        ] {
+            assert_eq!(is_plain(text, false), plain, "{text:?}");
+            assert_eq!(is_plain(text, true), plain_with_lines, "{text:?}");
+        }
+        for b in 0u8..=0x7f {
+            let text = format!("abcdefg{}hijklmnop", b as char);
+            let want = (0x20..0x7f).contains(&b);
+            assert_eq!(is_plain(&text, false), want, "byte {b:#x}");
+        }
     }
 
     #[test]
