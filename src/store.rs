@@ -157,7 +157,44 @@ impl OwnFolders {
         }
         false
     }
+
+    /// Whether the file with this identity (device, inode) is one of lmcp's own: a file in its
+    /// config or data folders, outside the workspace. For a file with more than one name (a hard
+    /// link), whose path shows only the name it was opened by. Walks those folders, so it is
+    /// asked only of such files; a folder that cannot be read counts as holding it (fail closed).
+    pub fn holds_file(&self, id: (u64, u64)) -> bool {
+        let mut stack: Vec<PathBuf> = self.paths.clone();
+        let mut seen = 0usize;
+        while let Some(dir) = stack.pop() {
+            if dir.starts_with(&self.workspace) {
+                continue;
+            }
+            let Ok(entries) = fs::read_dir(&dir) else {
+                return dir.exists();
+            };
+            for entry in entries.flatten() {
+                seen += 1;
+                // a bound on the walk: past it, the answer is yes (refuse), not a long scan
+                if seen > MAX_OWN_FILES {
+                    return true;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    stack.push(path);
+                } else if kind.is_file() && identity(&path) == Some(id) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
 }
+
+/// The most entries [`OwnFolders::holds_file`] looks through before it answers yes.
+const MAX_OWN_FILES: usize = 100_000;
 
 /// Creates a directory and its parents, naming the path on failure.
 pub fn ensure_dir(dir: &Path) -> Result<()> {

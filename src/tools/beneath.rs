@@ -155,6 +155,34 @@ impl Roots {
         })
     }
 
+    /// Checks a regular file with more than one name (hard links). Its path shows the name it
+    /// was opened by, not where else it lives: over HTTP, where the workspace is the only root,
+    /// another name may be anywhere, so it is refused; anywhere, one of lmcp's own files (the
+    /// HTTP token, the config) is refused whatever name it is reached by.
+    fn check_links(&self, meta: &fs::Metadata, input: &str) -> Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if !meta.is_file() || meta.nlink() <= 1 {
+                return Ok(());
+            }
+            if self.remote {
+                return Err(Error::Refused(format!(
+                    "`{input}` has {} names (hard links), so it may be a file outside the                      workspace; over HTTP only files with one name are read. Copy it instead                      of linking it",
+                    meta.nlink()
+                )));
+            }
+            if self.own.holds_file((meta.dev(), meta.ino())) {
+                return Err(Error::Refused(format!(
+                    "`{input}` is a hard link to a file in lmcp's own settings or data, which                      the file tools never reach, whatever the roots say"
+                )));
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (meta, input);
+        Ok(())
+    }
+
     /// Checks, on the opened handle itself, that it is not in lmcp's own folders.
     fn check_opened(&self, handle: &impl AsOpened, input: &str) -> Result<()> {
         match handle.real_path() {
@@ -187,7 +215,9 @@ impl Roots {
             .open_with(&placed.rel, &options)
             .map_err(|e| escaped(&shown, e))?;
         self.check_opened(&file, input)?;
+        let file = file.into_std();
         let meta = file.metadata().map_err(|e| Error::io(&shown, e))?;
+        self.check_links(&meta, input)?;
         if meta.is_dir() {
             return Err(Error::Refused(format!(
                 "{} is a folder; use list_dir to see what it holds",
@@ -208,8 +238,7 @@ impl Roots {
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         // `take` bounds a file that grows while it is read
-        file.into_std()
-            .take(max + 1)
+        file.take(max + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| Error::io(&shown, e))?;
         if bytes.len() as u64 > max {

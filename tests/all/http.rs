@@ -1016,3 +1016,64 @@ fn a_session_in_use_does_not_expire() {
     );
     assert_eq!(status, 404, "{answer}");
 }
+
+/// A hard link names the file it links with another path: one in the workspace to lmcp's HTTP
+/// token or config, or to a file in an added root, reads nothing over HTTP; from the command
+/// line, lmcp's own files stay out of reach by any name, and a link to the person's own file
+/// in a root is theirs to read.
+#[test]
+fn hard_links_reach_neither_lmcp_own_files_nor_other_roots() {
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("notes.txt"), "private notes").unwrap();
+    lmcp_ok(
+        home.path(),
+        &["roots", "add", outside.path().to_str().unwrap()],
+    );
+    let server = Server::start(home.path());
+    let workspace = home.path().join("data/workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let token = home.path().join("config/http-token");
+    assert!(token.exists(), "the server made its token");
+    let secret = std::fs::read_to_string(&token).unwrap();
+    let config = home.path().join("config/config.json");
+    lmcp_ok(home.path(), &["grants", "allow", "calculate"]);
+    std::fs::hard_link(&token, workspace.join("token.txt")).unwrap();
+    std::fs::hard_link(&config, workspace.join("settings.txt")).unwrap();
+    std::fs::hard_link(
+        outside.path().join("notes.txt"),
+        workspace.join("notes.txt"),
+    )
+    .unwrap();
+    for (id, name) in [(1, "token.txt"), (2, "settings.txt"), (3, "notes.txt")] {
+        let read = modern(
+            &server,
+            id,
+            "tools/call",
+            json!({"name": "read_file", "arguments": {"path": name}}),
+        );
+        let text = read.to_string();
+        assert_eq!(read["result"]["isError"], true, "{name}: {text}");
+        assert!(text.contains("hard links"), "{name}: {text}");
+        assert!(
+            !text.contains(secret.trim()) && !text.contains("private notes"),
+            "{text}"
+        );
+    }
+    // from the command line: lmcp's own files by no name, the person's own as ever
+    for name in ["token.txt", "settings.txt"] {
+        let args = json!({"path": name}).to_string();
+        let out = crate::common::lmcp(home.path(), &["call", "read_file", &args]);
+        let both = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_ne!(out.status.code(), Some(0), "{name}: {both}");
+        assert!(both.contains("lmcp's own settings or data"), "{both}");
+        assert!(!both.contains(secret.trim()), "{both}");
+    }
+    let args = json!({"path": "notes.txt"}).to_string();
+    let out = lmcp_ok(home.path(), &["call", "read_file", &args]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("private notes"));
+}
