@@ -194,6 +194,44 @@ fn canonical(v: &Value, out: &mut Vec<u8>) {
 /// result gives its memory back.
 const KEEP_SCRATCH: usize = 64 << 10;
 
+/// Seals for other files lmcp keeps and reads back as trusted (the library index): HMACs under
+/// this installation's key, so a file edited behind lmcp's back is noticed. Each use names its
+/// own tag, and no tag is a prefix of a journal seal's or canonical JSON's.
+#[derive(Clone, Debug)]
+pub struct Sealer(Keyed);
+
+impl Sealer {
+    /// The sealer of this installation (its key is made on first use).
+    pub fn of(host: &dyn Caller) -> Result<Sealer> {
+        Ok(Sealer(Keyed::new(&journal_key(host)?)))
+    }
+
+    /// The seal (hex) of `text` for the use `tag`.
+    pub fn seal(&self, tag: &str, text: &[u8]) -> String {
+        self.0
+            .mac(|h| Self::message(h, tag, text))
+            .as_str()
+            .to_string()
+    }
+
+    /// Whether `seal` is the seal of `text` for `tag`, compared in constant time.
+    pub fn verifies(&self, tag: &str, text: &[u8], seal: &str) -> bool {
+        let Some(mac) = unhex32(seal) else {
+            return false;
+        };
+        let mut h = self.0.0.clone();
+        Self::message(&mut h, tag, text);
+        h.verify_slice(&mac).is_ok()
+    }
+
+    fn message(h: &mut HmacSha256, tag: &str, text: &[u8]) {
+        h.update(b"\x00sealed:");
+        h.update(&(tag.len() as u64).to_le_bytes());
+        h.update(tag.as_bytes());
+        h.update(text);
+    }
+}
+
 /// This installation's key for argument hashes (`CONFIG/journal.key`, readable by the user
 /// only), made on first use.
 fn journal_key(host: &dyn Caller) -> Result<[u8; 32]> {
@@ -1298,6 +1336,22 @@ mod tests {
         assert!(!keyed.verifies(3, &seal.as_str().to_uppercase(), text));
         assert!(!keyed.verifies(3, &seal.as_str()[..62], text));
         assert!(!keyed.verifies(3, "", text));
+    }
+
+    #[test]
+    fn other_files_seals_are_their_own() {
+        let sealer = Sealer(Keyed::new(&[6u8; 32]));
+        let seal = sealer.seal("index", b"entry");
+        assert!(sealer.verifies("index", b"entry", &seal));
+        assert!(!sealer.verifies("index", b"entry!", &seal));
+        assert!(!sealer.verifies("other", b"entry", &seal), "another use");
+        assert!(
+            !sealer.verifies("inde", b"xentry", &seal),
+            "the tag is length-framed"
+        );
+        assert!(!Sealer(Keyed::new(&[7u8; 32])).verifies("index", b"entry", &seal));
+        // never a journal seal of the same bytes
+        assert_ne!(seal, Keyed::new(&[6u8; 32]).seal(0, b"entry").as_str());
     }
 
     #[test]

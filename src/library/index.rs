@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Stamp;
+use crate::gate::journal::Sealer;
 use crate::host::Host;
 use crate::registry::{Annotations, Capabilities, Effect, Kind, ToolSpec};
 use crate::store::{self, FileLock};
@@ -39,7 +40,31 @@ pub(super) struct Entry {
     pub stamp: Stamp,
     /// The tools it registered (none for a disabled skill).
     pub tools: Vec<Indexed>,
+    /// Its seal under the installation's key, set when the index is stored: an entry whose
+    /// seal does not verify (edited to say `effect: read` for a program that writes) is not
+    /// trusted, and its program is compiled again from its files.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    seal: String,
 }
+
+impl Entry {
+    /// An entry for files with this stamp that registered these tools (sealed when stored).
+    pub fn new(stamp: Stamp, tools: Vec<Indexed>) -> Entry {
+        Entry {
+            stamp,
+            tools,
+            seal: String::new(),
+        }
+    }
+
+    /// What the seal covers: which store and key it is under, its stamp and its tools.
+    fn sealed_text(part: &str, key: &str, entry: &Entry) -> Vec<u8> {
+        serde_json::to_vec(&(part, key, &entry.stamp, &entry.tools)).unwrap_or_default()
+    }
+}
+
+/// The seal's tag (see `gate::journal::Sealer`).
+const SEAL_TAG: &str = "library-index-entry-1";
 
 /// What a saved program's tool is, without its handler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,8 +139,40 @@ impl Index {
             return Index::new();
         }
         match store::read_json::<Index>(&path) {
-            Ok(Some(index)) if index.version == env!("CARGO_PKG_VERSION") => index,
+            Ok(Some(mut index)) if index.version == env!("CARGO_PKG_VERSION") => {
+                index.keep_sealed(Sealer::of(host).ok().as_ref());
+                index
+            }
             _ => Index::new(),
+        }
+    }
+
+    /// Drops every entry whose seal does not verify (all of them without a key): those are
+    /// compiled again from their files, as if never indexed.
+    fn keep_sealed(&mut self, sealer: Option<&Sealer>) {
+        for (part, map) in [
+            ("custom_tools", &mut self.custom_tools),
+            ("skills", &mut self.skills),
+        ] {
+            map.retain(|key, entry| {
+                sealer.is_some_and(|s| {
+                    s.verifies(SEAL_TAG, &Entry::sealed_text(part, key, entry), &entry.seal)
+                })
+            });
+        }
+    }
+
+    /// Seals every entry (none without a key: they are then compiled on the next load).
+    fn seal_all(&mut self, sealer: Option<&Sealer>) {
+        for (part, map) in [
+            ("custom_tools", &mut self.custom_tools),
+            ("skills", &mut self.skills),
+        ] {
+            for (key, entry) in map.iter_mut() {
+                entry.seal = sealer
+                    .map(|s| s.seal(SEAL_TAG, &Entry::sealed_text(part, key, entry)))
+                    .unwrap_or_default();
+            }
         }
     }
 
@@ -126,12 +183,14 @@ impl Index {
         let Ok(_lock) = FileLock::acquire(&path) else {
             return;
         };
-        Self::store(&path, self);
+        Self::store(host, &path, self);
     }
 
-    /// Written compact: it is read whole on every load of the library.
-    fn store(path: &std::path::Path, index: &Index) {
-        if let Ok(mut text) = serde_json::to_vec(index) {
+    /// Written compact (it is read whole on every load of the library), every entry sealed.
+    fn store(host: &Host, path: &std::path::Path, index: &Index) {
+        let mut index = index.clone();
+        index.seal_all(Sealer::of(host).ok().as_ref());
+        if let Ok(mut text) = serde_json::to_vec(&index) {
             text.push(b'\n');
             let _ = store::atomic_write(path, &text);
         }
@@ -152,11 +211,13 @@ impl Index {
         let mut index = Index::read(host);
         let map = which(&mut index);
         let changed = match entry {
-            Some(e) => map.insert(key.to_string(), e.clone()) != Some(e),
+            Some(e) => map
+                .insert(key.to_string(), e.clone())
+                .is_none_or(|old| old.stamp != e.stamp || old.tools != e.tools),
             None => map.remove(key).is_some(),
         };
         if changed {
-            Self::store(&path, &index);
+            Self::store(host, &path, &index);
         }
     }
 }
@@ -184,7 +245,7 @@ pub(super) fn load_store(
         changed = true;
         if let Some(specs) = load(&key) {
             let tools = specs.iter().map(Indexed::of).collect();
-            fresh.insert(key, Entry { stamp, tools });
+            fresh.insert(key, Entry::new(stamp, tools));
         }
     }
     changed || !indexed.is_empty()

@@ -126,10 +126,7 @@ pub fn noted_custom_tool(host: &Host, path: &Path) {
         .registry()
         .get(&name)
         .filter(|t| t.spec().kind == Kind::Workflow && !stamp.is_empty())
-        .map(|t| index::Entry {
-            stamp: stamp.clone(),
-            tools: vec![index::Indexed::of(t.spec())],
-        });
+        .map(|t| index::Entry::new(stamp.clone(), vec![index::Indexed::of(t.spec())]));
     index::Index::update(host, |i| &mut i.custom_tools, &file_name_of(path), entry);
     if let Some(seen) = host.library_seen().as_mut() {
         let key = path.display().to_string();
@@ -158,7 +155,7 @@ pub fn noted_skill(host: &Host, name: &str, dir: &Path) {
             .filter(|t| t.spec().name.starts_with(&prefix))
             .map(|t| index::Indexed::of(t.spec()))
             .collect();
-        index::Entry { stamp, tools }
+        index::Entry::new(stamp, tools)
     });
     index::Index::update(host, |i| &mut i.skills, name, entry);
     if let Some(seen) = host.library_seen().as_mut() {

@@ -907,3 +907,49 @@ async fn saved_tools_load_when_first_needed() {
     let warned = h.take_warnings().join("\n");
     assert!(warned.contains("user_broken.json"), "{warned}");
 }
+
+/// A forged library index: an entry edited to say `effect: read` (and `readOnlyHint`) for a
+/// tool that writes is not trusted, and the tool is listed as what its file says. An entry
+/// with no seal (a file from before seals, or a copied index) is compiled again too, and an
+/// edit of the tool's file beside its entry (the stamp put back) is caught by the stamp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_index_entry_is_compiled_again() {
+    let t = TestHost::new();
+    let def = json!({
+        "name": "user_writes",
+        "description": "Writes a note",
+        "parameters": [{"name": "text", "type": "string", "required": true}],
+        "steps": [{"id": "w", "tool": "write_file", "arguments": {"path": "note.txt", "content": {"$input": "text"}}}]
+    });
+    create(&t, def).await.unwrap();
+    let index_path = t.home().join("data/library-index.json");
+    let open = || lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let spec_of = |h: &Arc<lmcp::Host>| h.registry().get("user_writes").unwrap().spec().clone();
+    assert_eq!(spec_of(&open()).effect, lmcp::registry::Effect::Write);
+
+    for forge in ["edit", "drop the seal", "seal of another entry"] {
+        let mut index: Value =
+            serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+        let entry = &mut index["custom_tools"]["user_writes.json"];
+        assert!(entry["seal"].is_string(), "the entry is sealed: {entry}");
+        let tool = &mut entry["tools"][0];
+        tool["effect"] = json!("read");
+        assert!(tool["annotations"]["readOnlyHint"].is_boolean(), "{tool}");
+        tool["annotations"]["readOnlyHint"] = json!(true);
+        tool["annotations"]["destructiveHint"] = json!(false);
+        tool["description"] = json!("Only reads, honest");
+        match forge {
+            "drop the seal" => {
+                entry.as_object_mut().unwrap().remove("seal");
+            }
+            "seal of another entry" => entry["seal"] = json!("00".repeat(32)),
+            _ => {}
+        }
+        std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+        let h = open();
+        let spec = spec_of(&h);
+        assert_eq!(spec.effect, lmcp::registry::Effect::Write, "{forge}");
+        assert!(!spec.annotations.read_only_hint, "{forge}");
+        assert_eq!(spec.description, "Writes a note", "{forge}");
+    }
+}
