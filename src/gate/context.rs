@@ -108,6 +108,8 @@ pub struct CallContext {
     secrets: Option<Arc<Vec<String>>>,
     /// The journal of the run this call is part of, if it keeps one.
     journal: Option<Arc<super::journal::Journal>>,
+    /// The host memory budget of the run this call is part of (none outside runs).
+    host_memory: Option<Arc<super::HostMemory>>,
 }
 
 impl fmt::Debug for CallContext {
@@ -141,6 +143,7 @@ impl CallContext {
             plan: None,
             journal: None,
             secrets: None,
+            host_memory: None,
         }
     }
 
@@ -198,6 +201,7 @@ impl CallContext {
             plan: self.plan.clone(),
             secrets: self.secrets.clone(),
             journal: self.journal.clone(),
+            host_memory: self.host_memory.clone(),
         }
     }
 
@@ -257,6 +261,20 @@ impl CallContext {
     /// The time budget the deadline was set with (for messages such as "timed out after 30s").
     pub fn budget(&self) -> Duration {
         self.budget
+    }
+
+    /// This context inside a run: it keeps the host memory budget of the run it is already in
+    /// (a nested run charges its parent's), or gets a new one of `limit` bytes.
+    pub fn in_run(mut self, limit: usize) -> Self {
+        if self.host_memory.is_none() {
+            self.host_memory = Some(super::HostMemory::new(limit));
+        }
+        self
+    }
+
+    /// The host memory budget of the run this call is part of, if it is part of one.
+    pub fn host_memory(&self) -> Option<&Arc<super::HostMemory>> {
+        self.host_memory.as_ref()
     }
 
     /// Reports progress, if anyone listens.

@@ -42,6 +42,7 @@ mod caller;
 mod confirm;
 mod context;
 mod history;
+mod host_memory;
 pub mod journal;
 mod plan;
 mod scope;
@@ -56,6 +57,7 @@ pub use context::{
     CallContext, CallRequest, ConfirmMode, Origin, Outcome, Preview, Progress, ProgressSink,
 };
 pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
+pub use host_memory::{Held, HostMemory, JSON_VALUE_COST, json_cost};
 pub use plan::{Plan, plan_hash};
 pub use scope::Scope;
 
@@ -456,7 +458,16 @@ fn program_scope(
 /// Records a state-changing leaf call (previewed or about to run) in the run's plan, if one is
 /// kept; the refusal when an approved plan did not show it.
 fn record_in_plan(ctx: &CallContext, tool: &str, args: &Value, previewed: bool) -> Option<Outcome> {
-    let why = ctx.plan()?.record(tool, args, previewed, false).err()?;
+    let plan = ctx.plan()?;
+    if let Some(memory) = ctx.host_memory() {
+        // each level of the plan keeps its own copy of the entry
+        let cost = json_cost(args).saturating_mul(plan.levels());
+        match memory.hold(cost, "the run's plan entries") {
+            Ok(held) => plan.keep(held),
+            Err(e) => return Some(Outcome::Failed(e)),
+        }
+    }
+    let why = plan.record(tool, args, previewed, false).err()?;
     Some(Outcome::Denied {
         tool: tool.to_string(),
         reason: format!("the plan changed since it was approved: {why}; nothing more runs"),

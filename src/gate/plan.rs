@@ -21,6 +21,8 @@ pub struct Plan {
     parent: Option<Arc<Plan>>,
     /// Why nested programs of a plan failed (even when the program caught the error).
     failures: Mutex<Vec<String>>,
+    /// The host memory its entries hold, given back when the plan goes.
+    held: Mutex<Vec<super::Held>>,
 }
 
 impl Plan {
@@ -71,6 +73,25 @@ impl Plan {
             level = p.parent.as_deref();
         }
         Ok(())
+    }
+
+    /// How many plans keep an entry recorded here: this one and each parent.
+    pub fn levels(&self) -> usize {
+        let mut n = 0;
+        let mut level = Some(self);
+        while let Some(p) = level {
+            n += 1;
+            level = p.parent.as_deref();
+        }
+        n
+    }
+
+    /// Keeps `held` (what an entry costs) for as long as this plan lives.
+    pub fn keep(&self, held: super::Held) {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(held);
     }
 
     fn check(&self, entry: &Value) -> Result<(), String> {

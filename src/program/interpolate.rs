@@ -13,6 +13,8 @@
 use serde_json::{Map, Value};
 
 use super::steps::{Segment, lookup, parse_path};
+use crate::error::Error;
+use crate::gate::{Held, JSON_VALUE_COST, json_cost};
 
 /// One piece of a template string.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,45 +147,100 @@ pub fn display(pointer: &str) -> &str {
     }
 }
 
+/// Why a value could not be filled in.
+#[derive(Debug)]
+pub enum RenderError {
+    /// A reference has no value (yet): a plan shows the step with its template.
+    Unresolved(String),
+    /// Building it would pass the run's host memory.
+    Memory(Error),
+}
+
+impl From<String> for RenderError {
+    fn from(m: String) -> Self {
+        RenderError::Unresolved(m)
+    }
+}
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RenderError::Unresolved(m) => f.write_str(m),
+            RenderError::Memory(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What the arguments being built are called in a memory error.
+const BUILDING: &str = "a step's arguments";
+
+/// Holds `bytes` more of the value being built on the run's host memory.
+pub(super) fn charge(held: &mut Held, bytes: usize) -> Result<(), RenderError> {
+    held.grow(bytes, BUILDING).map_err(RenderError::Memory)
+}
+
 /// Fills in a JSON value: parameters from `params`, step results from `results` (`None` for a
-/// step with no result yet, like a previewed one).
+/// step with no result yet, like a previewed one). What it builds is held on `held` as it grows,
+/// so a parameter interpolated many times fails at the run's host memory, not at the machine's.
 pub fn render(
     value: &Value,
     params: &Map<String, Value>,
     results: &[Option<Value>],
-) -> Result<Value, String> {
+    held: &mut Held,
+) -> Result<Value, RenderError> {
     Ok(match value {
         Value::String(s) => {
             let parts = parse(s)?;
             if parts.len() == 1 && !matches!(parts[0], Part::Text(_)) {
-                resolve(&parts[0], params, results)?
+                let v = resolve(&parts[0], params, results)?;
+                charge(held, json_cost(&v))?;
+                v
             } else {
+                charge(held, JSON_VALUE_COST)?;
                 let mut out = String::new();
                 for p in &parts {
                     match p {
-                        Part::Text(t) => out.push_str(t),
+                        Part::Text(t) => {
+                            charge(held, t.len())?;
+                            out.push_str(t)
+                        }
                         other => match resolve(other, params, results)? {
-                            Value::String(v) => out.push_str(&v),
-                            v => out.push_str(&v.to_string()),
+                            Value::String(v) => {
+                                charge(held, v.len())?;
+                                out.push_str(&v)
+                            }
+                            v => {
+                                let text = v.to_string();
+                                charge(held, text.len())?;
+                                out.push_str(&text)
+                            }
                         },
                     }
                 }
                 Value::String(out)
             }
         }
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .map(|v| render(v, params, results))
-                .collect::<Result<_, _>>()?,
-        ),
+        Value::Array(a) => {
+            charge(held, JSON_VALUE_COST)?;
+            let mut out = Vec::with_capacity(a.len());
+            for v in a {
+                out.push(render(v, params, results, held)?);
+            }
+            Value::Array(out)
+        }
         Value::Object(m) => {
+            charge(held, JSON_VALUE_COST)?;
             let mut out = Map::new();
             for (k, v) in m {
-                out.insert(k.clone(), render(v, params, results)?);
+                charge(held, k.len())?;
+                out.insert(k.clone(), render(v, params, results, held)?);
             }
             Value::Object(out)
         }
-        other => other.clone(),
+        other => {
+            charge(held, JSON_VALUE_COST)?;
+            other.clone()
+        }
     })
 }
 
@@ -212,6 +269,16 @@ fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`render`] on a budget no test reaches, its error as text.
+    fn render3(
+        value: &Value,
+        params: &Map<String, Value>,
+        results: &[Option<Value>],
+    ) -> Result<Value, String> {
+        let mut held = crate::gate::HostMemory::new(1 << 30).hold_nothing();
+        render(value, params, results, &mut held).map_err(|e| e.to_string())
+    }
     use serde_json::json;
 
     fn params() -> Map<String, Value> {
@@ -223,7 +290,7 @@ mod tests {
 
     #[test]
     fn exact_references_keep_their_type() {
-        let r = render(
+        let r = render3(
             &json!({"limit": "${count}", "flag": "${on}", "name": "${ who }"}),
             &params(),
             &[],
@@ -234,11 +301,11 @@ mod tests {
 
     #[test]
     fn embedded_references_become_text() {
-        let r = render(&json!("top ${count} for ${who}: ${on}"), &params(), &[]).unwrap();
+        let r = render3(&json!("top ${count} for ${who}: ${on}"), &params(), &[]).unwrap();
         assert_eq!(r, json!("top 3 for ana: true"));
         let results = vec![Some(json!({"list": [1, 2]}))];
         assert_eq!(
-            render(&json!("got ${steps[0].result.list}"), &params(), &results).unwrap(),
+            render3(&json!("got ${steps[0].result.list}"), &params(), &results).unwrap(),
             json!("got [1,2]")
         );
     }
@@ -248,7 +315,7 @@ mod tests {
         let results = vec![Some(
             json!({"accounts": [{"name": "main"}, {"name": "side"}]}),
         )];
-        let v = render(
+        let v = render3(
             &json!({"a": "${steps[0].result.accounts[1].name}", "all": "${steps[0].result}"}),
             &params(),
             &results,
@@ -256,25 +323,41 @@ mod tests {
         .unwrap();
         assert_eq!(v["a"], json!("side"));
         assert_eq!(v["all"], results[0].clone().unwrap());
-        let e = render(
+        let e = render3(
             &json!("${steps[0].result.accounts[5].name}"),
             &params(),
             &results,
         )
         .unwrap_err();
         assert!(e.contains("out of range"), "{e}");
-        let e = render(&json!("${steps[0].result.nope}"), &params(), &results).unwrap_err();
+        let e = render3(&json!("${steps[0].result.nope}"), &params(), &results).unwrap_err();
         assert!(e.contains("has no key `nope`"), "{e}");
-        let e = render(&json!("${steps[1].result}"), &params(), &results).unwrap_err();
+        let e = render3(&json!("${steps[1].result}"), &params(), &results).unwrap_err();
         assert!(e.contains("has not run"), "{e}");
-        let e = render(&json!("${steps[0].result}"), &params(), &[None]).unwrap_err();
+        let e = render3(&json!("${steps[0].result}"), &params(), &[None]).unwrap_err();
         assert!(e.contains("previewed"), "{e}");
+    }
+
+    /// A parameter embedded many times in one string fails at the run's host memory, having
+    /// held no more than the budget.
+    #[test]
+    fn a_parameter_repeated_many_times_stops_at_the_budget() {
+        let memory = crate::gate::HostMemory::new(1 << 20);
+        let mut held = memory.hold_nothing();
+        let big = json!({"p": "x".repeat(64 << 10)});
+        let template = json!({"a": "${p}".repeat(1000)});
+        let e = render(&template, big.as_object().unwrap(), &[], &mut held).unwrap_err();
+        assert!(matches!(e, RenderError::Memory(_)), "{e}");
+        assert!(e.to_string().contains("host memory"), "{e}");
+        assert!(held.bytes() <= 1 << 20);
+        drop(held);
+        assert_eq!(memory.used(), 0);
     }
 
     #[test]
     fn escapes_and_errors() {
         assert_eq!(
-            render(&json!("$${HOME} costs $5"), &params(), &[]).unwrap(),
+            render3(&json!("$${HOME} costs $5"), &params(), &[]).unwrap(),
             json!("${HOME} costs $5")
         );
         assert!(parse("${count").unwrap_err().contains("no closing"));
@@ -290,7 +373,7 @@ mod tests {
                 .contains("must read the step's result")
         );
         assert!(
-            render(&json!("${missing}"), &params(), &[])
+            render3(&json!("${missing}"), &params(), &[])
                 .unwrap_err()
                 .contains("`missing` has no value")
         );

@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::interpolate::RenderError;
 use super::steps::{Results, Step, Template, resolve};
 use super::{Body, Program};
 use crate::error::{Error, Result};
-use crate::gate::Caller;
 use crate::gate::{CallContext, CallRequest, ConfirmMode, Outcome, Plan};
+use crate::gate::{Caller, HostMemory, json_cost};
 use crate::script::{self, Output, Script, ScriptFailure, ScriptOutcome, VmOptions};
 
 /// How a runner runs a program.
@@ -161,6 +162,7 @@ pub async fn run(
     let parent = ctx.plan().cloned();
     let ctx = &ctx
         .clone()
+        .in_run(host.config().limits.script().memory)
         .restricted(&program.name, program.capabilities.clone());
     match mode {
         RunMode::AsCalled => {
@@ -294,6 +296,13 @@ async fn run_steps(
     let confirmed = report.confirmed;
     // Each step's id and result (None for a wait or a previewed step).
     let mut results = Results::default();
+    // What the run keeps of each step (its arguments in the report, its result three times:
+    // for later steps, the report, the records), held on the run's host memory until it ends.
+    let memory = match ctx.host_memory() {
+        Some(m) => Arc::clone(m),
+        None => HostMemory::new(host.config().limits.script().memory),
+    };
+    let mut kept = memory.hold_nothing();
     for (i, step) in steps.iter().enumerate() {
         ctx.progress(
             i as u64,
@@ -325,9 +334,13 @@ async fn run_steps(
         };
         let effect = host.registry().get(tool).map(|t| t.spec().effect);
         let changes = effect.is_some_and(|e| e.changes_state());
-        let resolved = match resolve(args, params, &results) {
+        let mut building = memory.hold_nothing();
+        let resolved = match resolve(args, params, &results, &mut building) {
             Ok(a) => a,
-            Err(m) if !confirmed => {
+            Err(RenderError::Memory(e)) => {
+                return Err(step_failed(name, id, tool, &e, &report.records));
+            }
+            Err(RenderError::Unresolved(m)) if !confirmed => {
                 // A plan cannot know arguments that need a previewed step's result: the step is
                 // shown with its template, and the plan records it as such.
                 let template = template_value(args);
@@ -338,13 +351,22 @@ async fn run_steps(
                 report.steps.push(json!({"index": i, "id": id, "tool": tool, "args": template, "effect": effect, "status": "unresolved", "reason": m}));
                 continue;
             }
-            Err(m) => {
+            Err(RenderError::Unresolved(m)) => {
                 let e = Error::tool(tool, format!("step `{id}`: {m}"));
                 return Err(step_failed(name, id, tool, &e, &report.records));
             }
         };
+        // one copy goes to the call, one stays in the report
+        kept.absorb(building);
+        if let Err(e) = kept.grow(json_cost(&resolved), "the run's step arguments") {
+            return Err(step_failed(name, id, tool, &e, &report.records));
+        }
         match run_step(host, ctx, id, tool, resolved.clone()).await {
             Ok(record) => {
+                let cost = json_cost(&record.result).saturating_mul(3);
+                if let Err(e) = kept.grow(cost, "the run's step results") {
+                    return Err(step_failed(name, id, tool, &e, &report.records));
+                }
                 let status = match record.status {
                     StepStatus::Done => "done",
                     StepStatus::Previewed => "previewed",

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::interpolate;
+use super::interpolate::{self, RenderError, charge};
+use crate::gate::{Held, JSON_VALUE_COST, json_cost};
 /// A step's arguments, with references to parameters and earlier results.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Template {
@@ -169,15 +170,17 @@ impl Results {
     }
 }
 
-/// Fills in a step's arguments from the parameters and the earlier steps' results.
+/// Fills in a step's arguments from the parameters and the earlier steps' results, holding what
+/// it builds on `held` (the run's host memory) as it grows.
 pub(super) fn resolve(
     t: &Template,
     params: &Map<String, Value>,
     results: &Results,
-) -> std::result::Result<Value, String> {
+    held: &mut Held,
+) -> std::result::Result<Value, RenderError> {
     match t {
-        Template::Interpolated(v) => interpolate::render(v, params, &results.values),
-        Template::Placeholders(v) => Ok(fill(v, params, results)?.unwrap_or_default()),
+        Template::Interpolated(v) => interpolate::render(v, params, &results.values, held),
+        Template::Placeholders(v) => Ok(fill(v, params, results, held)?.unwrap_or_default()),
     }
 }
 
@@ -240,9 +243,16 @@ fn fill(
     v: &Value,
     inputs: &Map<String, Value>,
     results: &Results,
-) -> std::result::Result<Option<Value>, String> {
+    held: &mut Held,
+) -> std::result::Result<Option<Value>, RenderError> {
     match placeholder(v)? {
-        Some(Placeholder::Input(name)) => Ok(inputs.get(&name).cloned()),
+        Some(Placeholder::Input(name)) => {
+            let value = inputs.get(&name);
+            if let Some(value) = value {
+                charge(held, json_cost(value))?;
+            }
+            Ok(value.cloned())
+        }
         Some(Placeholder::Step { id, path, text }) => {
             let result = results
                 .by_id(&id)
@@ -251,26 +261,33 @@ fn fill(
                 .ok_or_else(|| format!("step `{id}` has no result (it was previewed, not run)"))?;
             let found = lookup(result, &path, "result")
                 .map_err(|m| format!("reading `{id}`'s {text}: {m}"))?;
+            charge(held, json_cost(found))?;
             Ok(Some(found.clone()))
         }
         None => Ok(Some(match v {
             Value::Object(m) => {
+                charge(held, JSON_VALUE_COST)?;
                 let mut out = Map::new();
                 for (k, x) in m {
-                    if let Some(r) = fill(x, inputs, results)? {
+                    if let Some(r) = fill(x, inputs, results, held)? {
+                        charge(held, k.len())?;
                         out.insert(k.clone(), r);
                     }
                 }
                 Value::Object(out)
             }
             Value::Array(a) => {
+                charge(held, JSON_VALUE_COST)?;
                 let mut out = Vec::new();
                 for x in a {
-                    out.push(fill(x, inputs, results)?.unwrap_or(Value::Null));
+                    out.push(fill(x, inputs, results, held)?.unwrap_or(Value::Null));
                 }
                 Value::Array(out)
             }
-            other => other.clone(),
+            other => {
+                charge(held, json_cost(other))?;
+                other.clone()
+            }
         })),
     }
 }

@@ -20,7 +20,7 @@ use super::bridge::call_tool;
 use super::vm::{RunCell, clean_message};
 use super::{convert, patterns, stdlib};
 use crate::error::Error;
-use crate::gate::Preview;
+use crate::gate::{Held, Preview};
 use crate::registry::Profile;
 
 /// `json.decode` takes text of at most this fraction of the Lua memory limit.
@@ -187,12 +187,14 @@ pub(super) fn build_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
         })?,
     )?;
 
+    let s = run.clone();
     api.set(
         "json_encode",
         // (true, text), or (false, message) for the prelude to raise at the script's line
-        lua.create_function(|lua, (v, opts): (Value, Option<Value>)| {
+        lua.create_function(move |lua, (v, opts): (Value, Option<Value>)| {
             let refused = |m: String| refusal(lua, format!("json.encode: {m}"));
-            let j = match convert::to_json(lua, &v) {
+            let memory = s.get()?.memory();
+            let (j, _held) = match convert::to_json_held(lua, &v, &memory) {
                 Ok(j) => j,
                 Err(m) => return refused(m),
             };
@@ -201,13 +203,19 @@ pub(super) fn build_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
                 Some(Value::Table(t)) => t.raw_get::<Option<bool>>("pretty")?.unwrap_or(false),
                 _ => false,
             };
-            let text = if pretty {
-                serde_json::to_string_pretty(&j)
-            } else {
-                serde_json::to_string(&j)
+            // the text is held too, as it grows (escapes make it up to six times the strings)
+            let mut text = HeldBuffer {
+                bytes: Vec::new(),
+                held: memory.hold_nothing(),
+                what: "the text json.encode makes",
             };
-            match text {
-                Ok(text) => Ok((true, Value::String(lua.create_string(text)?))),
+            let written = if pretty {
+                serde_json::to_writer_pretty(&mut text, &j)
+            } else {
+                serde_json::to_writer(&mut text, &j)
+            };
+            match written {
+                Ok(()) => Ok((true, Value::String(lua.create_string(&text.bytes)?))),
                 Err(e) => refused(e.to_string()),
             }
         })?,
@@ -266,6 +274,27 @@ pub(super) fn build_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
 }
 
 /// `(false, message)`: a refusal the prelude raises as a plain message at the script's line.
+/// Bytes written by serde, held on a run's host memory as they grow.
+struct HeldBuffer {
+    bytes: Vec<u8>,
+    held: Held,
+    what: &'static str,
+}
+
+impl std::io::Write for HeldBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.held
+            .cover(self.bytes.len() + buf.len(), self.what)
+            .map_err(std::io::Error::other)?;
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 pub(super) fn refusal(lua: &Lua, message: String) -> mlua::Result<(bool, Value)> {
     Ok((false, Value::String(lua.create_string(message)?)))
 }
@@ -308,6 +337,7 @@ fn pattern_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
         )?,
     )?;
     let stop = stopper(run);
+    let cell = run.clone();
     t.set(
         "gsub",
         lua.create_function(
@@ -327,7 +357,17 @@ fn pattern_api(lua: &Lua, run: &RunCell) -> mlua::Result<Table> {
                         )));
                     }
                 };
-                patterns::gsub(lua, &s.as_bytes(), &p.as_bytes(), &repl, n, &stop)
+                // the string being built is held on the run's host memory until Lua copies it
+                let mut held = cell.get()?.memory().hold_nothing();
+                patterns::gsub(
+                    lua,
+                    &s.as_bytes(),
+                    &p.as_bytes(),
+                    &repl,
+                    n,
+                    &stop,
+                    &mut held,
+                )
             },
         )?,
     )?;

@@ -54,10 +54,12 @@ pub(super) fn call_tool(
     let fail = |code: &str, message: &str| -> mlua::Result<(bool, Value)> {
         Ok((false, Value::Table(error_table(lua, code, message, name)?)))
     };
+    // the arguments' JSON is held on the run's host memory until the call returns
+    let memory = s.memory();
     let json = match args {
         // `tools.NAME()`: no arguments
-        Value::Nil => Ok(Json::Object(Map::new())),
-        Value::Table(_) => convert::to_json(lua, args),
+        Value::Nil => Ok((Json::Object(Map::new()), memory.hold_nothing())),
+        Value::Table(_) => convert::to_json_held(lua, args, &memory),
         other => {
             return refusal(
                 lua,
@@ -68,7 +70,7 @@ pub(super) fn call_tool(
             );
         }
     };
-    let mut json = match json {
+    let (mut json, _held) = match json {
         Ok(j) => j,
         Err(m) => {
             return fail(
@@ -90,7 +92,7 @@ pub(super) fn call_tool(
         Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
         Outcome::Preview(p) => {
             let v = convert::to_lua(lua, &p.to_json())?;
-            s.previews.lock().unwrap_or_else(|p| p.into_inner()).push(p);
+            s.keep_preview(p)?;
             Ok((true, v))
         }
         Outcome::Denied { reason, .. } => fail("denied", &format!("`{name}` was denied: {reason}")),

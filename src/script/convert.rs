@@ -27,8 +27,12 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+use std::sync::Arc;
+
 use mlua::{Lua, LuaSerdeExt, Value, ffi};
 use serde_json::{Map, Number, Value as Json};
+
+use crate::gate::{Held, HostMemory, JSON_VALUE_COST};
 
 /// Deepest nesting of tables accepted.
 pub const MAX_DEPTH: usize = 64;
@@ -42,6 +46,23 @@ const SLOTS_PER_LEVEL: c_int = 3;
 
 /// Converts a Lua value to JSON without running any metamethod.
 pub fn to_json(lua: &Lua, value: &Value) -> Result<Json, String> {
+    walk(lua, value, None)
+}
+
+/// [`to_json`], charging the JSON to a run's host memory as it grows (a table that holds one
+/// subtable many times becomes a copy per mention): the hold comes back with the value, to be
+/// kept while the value lives.
+pub fn to_json_held(
+    lua: &Lua,
+    value: &Value,
+    memory: &Arc<HostMemory>,
+) -> Result<(Json, Held), String> {
+    let mut held = memory.hold_nothing();
+    let json = walk(lua, value, Some(&mut held))?;
+    Ok((json, held))
+}
+
+fn walk(lua: &Lua, value: &Value, held: Option<&mut Held>) -> Result<Json, String> {
     // an error value is the one kind pushing would allocate for
     if let Value::Error(_) = value {
         return Err(Problem::new(What::NotJson("error")).render());
@@ -64,6 +85,7 @@ pub fn to_json(lua: &Lua, value: &Value) -> Result<Json, String> {
                 on_path: [std::ptr::null(); MAX_DEPTH],
                 nodes: 0,
                 bytes: 0,
+                held,
             };
             let result = w.value(top + 1, 0);
             ffi::lua_settop(state, top);
@@ -93,6 +115,8 @@ enum What {
     Hole(i64),
     TooManyValues,
     TooManyBytes,
+    /// The run's host memory budget would be passed (the error's text).
+    HostMemory(String),
 }
 
 impl Problem {
@@ -105,7 +129,10 @@ impl Problem {
 
     /// Stops the walk at once, wherever it is: the limits name no place.
     fn is_limit(&self) -> bool {
-        matches!(self.what, What::TooManyValues | What::TooManyBytes)
+        matches!(
+            self.what,
+            What::TooManyValues | What::TooManyBytes | What::HostMemory(_)
+        )
     }
 
     /// Adds the segment of the parent's key, on the way out.
@@ -145,6 +172,7 @@ impl Problem {
             What::TooManyBytes => {
                 format!("the strings are larger than {MAX_BYTES} bytes in all")
             }
+            What::HostMemory(why) => why.clone(),
         }
     }
 }
@@ -178,6 +206,8 @@ struct Walker<'a> {
     on_path: [*const c_void; MAX_DEPTH],
     nodes: usize,
     bytes: usize,
+    /// The run's host memory, charged as the JSON grows (when the caller keeps the value).
+    held: Option<&'a mut Held>,
 }
 
 /// A string on the Lua stack, borrowed. The caller keeps it reachable (on the stack, or as a
@@ -226,6 +256,14 @@ impl Walker<'_> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
             return Err(Problem::new(What::TooManyValues));
+        }
+        if let Some(held) = self.held.as_deref_mut() {
+            let cost = self
+                .bytes
+                .saturating_add(self.nodes.saturating_mul(JSON_VALUE_COST));
+            if let Err(e) = held.cover(cost, "the JSON a Lua value becomes") {
+                return Err(Problem::new(What::HostMemory(e.to_string())));
+            }
         }
         let state = self.state;
         // SAFETY: `idx` is a valid slot; each reader matches the type it was asked about.

@@ -12,6 +12,8 @@
 
 use mlua::{Function, Lua, MultiValue, Table, Value, Variadic};
 
+use crate::gate::Held;
+
 /// Most captures in one pattern (`LUA_MAXCAPTURES`).
 const MAX_CAPTURES: usize = 32;
 /// Deepest recursion of the matcher (`MAXCCALLS`).
@@ -549,6 +551,7 @@ pub fn gsub(
     repl: &Replacement,
     max_n: Option<i64>,
     interrupt: Interrupt<'_>,
+    held: &mut Held,
 ) -> mlua::Result<(mlua::LuaString, i64)> {
     let (anchor, p) = match p.first() {
         Some(b'^') => (true, &p[1..]),
@@ -556,6 +559,7 @@ pub fn gsub(
     };
     let max_n = max_n.unwrap_or(src.len() as i64 + 1);
     let mut ms = MatchState::new(src, p, interrupt);
+    grow(held, src.len())?;
     let mut out: Vec<u8> = Vec::with_capacity(src.len());
     let mut s = 0usize;
     let mut last_match: Option<usize> = None;
@@ -566,12 +570,13 @@ pub fn gsub(
         match m {
             Some(e) if Some(e) != last_match => {
                 n += 1;
-                add_value(lua, &ms, &mut out, s, e, repl)?;
+                add_value(lua, &ms, &mut out, s, e, repl, held)?;
                 s = e;
                 last_match = Some(e);
             }
             _ if s < src.len() => {
                 out.push(src[s]);
+                grow(held, out.len())?;
                 s += 1;
             }
             _ => break,
@@ -584,6 +589,16 @@ pub fn gsub(
     Ok((lua.create_string(&out)?, n))
 }
 
+/// Holds `len` bytes of `gsub`'s result on the run's host memory (cheap below what is held).
+fn grow(held: &mut Held, len: usize) -> mlua::Result<()> {
+    held.cover(len, "the string gsub builds")
+        .map_err(|e| mlua::Error::runtime(e.to_string()))
+}
+
+/// Adds one match's replacement. Only the table and function cases run Lua, which may call
+/// `gsub` again (recursion bounded by Lua's C-call limit): they live in this small frame, and
+/// the text cases in frames of their own, so each level of such a recursion costs little stack
+/// (a debug build's frames hold every temporary of every branch).
 fn add_value(
     lua: &Lua,
     ms: &MatchState<'_>,
@@ -591,45 +606,80 @@ fn add_value(
     s: usize,
     e: usize,
     repl: &Replacement,
+    held: &mut Held,
 ) -> mlua::Result<()> {
     let value = match repl {
-        Replacement::Text(news) => {
-            let mut i = 0;
-            while i < news.len() {
-                let c = news[i];
-                i += 1;
-                if c != b'%' {
-                    out.push(c);
-                    continue;
-                }
-                let d = news.get(i).copied().unwrap_or(0);
-                i += 1;
-                if d == b'%' {
-                    out.push(b'%');
-                } else if d == b'0' {
-                    out.extend_from_slice(&ms.src[s..e]);
-                } else if d.is_ascii_digit() {
-                    match ms.capture_value(lua, (d - b'1') as usize, s, e)? {
-                        Value::String(st) => out.extend_from_slice(&st.as_bytes()),
-                        Value::Integer(pos) => out.extend_from_slice(pos.to_string().as_bytes()),
-                        _ => {}
-                    }
-                } else {
-                    return Err(mlua::Error::runtime(
-                        "invalid use of '%' in replacement string",
-                    ));
-                }
-            }
-            return Ok(());
-        }
+        Replacement::Text(news) => return add_text(lua, ms, out, s, e, news, held),
         Replacement::Table(t) => t.get::<Value>(ms.capture_value(lua, 0, s, e)?)?,
         Replacement::Function(f) => {
             f.call::<Value>(Variadic::from_iter(ms.captures(lua, Some((s, e)))?))?
         }
     };
+    add_lua_value(ms, out, s, e, value, held)
+}
+
+/// A replacement string, with `%0`–`%9` and `%%`.
+#[inline(never)]
+fn add_text(
+    lua: &Lua,
+    ms: &MatchState<'_>,
+    out: &mut Vec<u8>,
+    s: usize,
+    e: usize,
+    news: &[u8],
+    held: &mut Held,
+) -> mlua::Result<()> {
+    let mut i = 0;
+    while i < news.len() {
+        let c = news[i];
+        i += 1;
+        if c != b'%' {
+            out.push(c);
+            continue;
+        }
+        let d = news.get(i).copied().unwrap_or(0);
+        i += 1;
+        if d == b'%' {
+            out.push(b'%');
+        } else if d == b'0' {
+            grow(held, out.len() + (e - s))?;
+            out.extend_from_slice(&ms.src[s..e]);
+        } else if d.is_ascii_digit() {
+            match ms.capture_value(lua, (d - b'1') as usize, s, e)? {
+                Value::String(st) => {
+                    grow(held, out.len() + st.as_bytes().len())?;
+                    out.extend_from_slice(&st.as_bytes())
+                }
+                Value::Integer(pos) => out.extend_from_slice(pos.to_string().as_bytes()),
+                _ => {}
+            }
+        } else {
+            return Err(mlua::Error::runtime(
+                "invalid use of '%' in replacement string",
+            ));
+        }
+    }
+    grow(held, out.len())
+}
+
+/// What a table or function replacement gave: the match kept (nil, false), or a string or a
+/// number in its place.
+#[inline(never)]
+fn add_lua_value(
+    ms: &MatchState<'_>,
+    out: &mut Vec<u8>,
+    s: usize,
+    e: usize,
+    value: Value,
+    held: &mut Held,
+) -> mlua::Result<()> {
+    grow(held, out.len() + (e - s))?;
     match value {
         Value::Nil | Value::Boolean(false) => out.extend_from_slice(&ms.src[s..e]),
-        Value::String(st) => out.extend_from_slice(&st.as_bytes()),
+        Value::String(st) => {
+            grow(held, out.len() + st.as_bytes().len())?;
+            out.extend_from_slice(&st.as_bytes())
+        }
         Value::Integer(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Number(f) => out.extend_from_slice(lua_number_string(f).as_bytes()),
         other => {
@@ -692,6 +742,11 @@ pub fn lua_number_string(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hold on a budget no test reaches.
+    fn room() -> Held {
+        crate::gate::HostMemory::new(1 << 30).hold_nothing()
+    }
     use mlua::{Lua, StdLib};
 
     fn never() -> Option<String> {
@@ -769,6 +824,7 @@ mod tests {
             &Replacement::Text(b"<%0>".to_vec()),
             None,
             &never,
+            &mut room(),
         );
         let ours_g = match g {
             Ok((g, n)) => format!(
@@ -947,6 +1003,7 @@ mod tests {
             &Replacement::Table(t),
             None,
             &never,
+            &mut room(),
         )
         .unwrap();
         assert_eq!(s.to_str().unwrap(), "hi lmcp $x");
@@ -962,6 +1019,7 @@ mod tests {
             &Replacement::Function(f),
             Some(2),
             &never,
+            &mut room(),
         )
         .unwrap();
         assert_eq!(

@@ -19,7 +19,7 @@ use super::prelude::Fresh;
 use super::{HOOK_EVERY, ahead, convert};
 use crate::error::{Error, Result};
 use crate::gate::Caller;
-use crate::gate::{CallContext, Preview};
+use crate::gate::{CallContext, Held, HostMemory, Preview, json_cost};
 
 pub use crate::config::ScriptLimits;
 
@@ -92,8 +92,12 @@ pub(super) struct RunState {
     timer: Mutex<Option<tokio::task::AbortHandle>>,
     why: Mutex<Option<Interruption>>,
     pub(super) previews: Mutex<Vec<Preview>>,
+    /// The host memory the kept previews hold, given back when they are taken.
+    previews_held: Mutex<Vec<Held>>,
     output: Output,
     captured: Mutex<String>,
+    /// The host memory the captured output holds, given back when it is taken.
+    captured_held: Mutex<Option<Held>>,
     output_cap: usize,
     truncated: AtomicBool,
     /// Bytes printed to the terminal so far (bounded by [`TERMINAL_OUTPUT_FACTOR`] × the cap).
@@ -210,14 +214,21 @@ impl RunState {
                 self.count_printed(text.len())?;
                 crate::text::terminal::program_output(text);
             }
-            Output::Capture => self.capture(text),
+            Output::Capture => self.capture(text)?,
         }
         Ok(())
     }
 
-    fn capture(&self, text: &str) {
+    fn capture(&self, text: &str) -> mlua::Result<()> {
         let mut buf = self.captured.lock().unwrap_or_else(|p| p.into_inner());
         let room = self.output_cap.saturating_sub(buf.len());
+        {
+            let mut held = self.captured_held.lock().unwrap_or_else(|p| p.into_inner());
+            let held = held.get_or_insert_with(|| self.memory().hold_nothing());
+            let total = buf.len() + text.len().min(room) + 64;
+            held.cover(total, "the captured output")
+                .map_err(|e| mlua::Error::runtime(e.to_string()))?;
+        }
         if text.len() <= room {
             buf.push_str(text);
         } else if !self.truncated.swap(true, Ordering::Relaxed) {
@@ -231,6 +242,35 @@ impl RunState {
                 self.output_cap
             ));
         }
+        Ok(())
+    }
+
+    /// The host memory budget of the current run.
+    pub(super) fn memory(&self) -> Arc<HostMemory> {
+        let ctx = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+        match ctx.host_memory() {
+            Some(m) => Arc::clone(m),
+            // every context a state runs in was put in a run (`in_run`) when it was set
+            None => HostMemory::new(self.memory_limit),
+        }
+    }
+
+    /// Keeps a preview of a call that was not run, charging what it holds to the run.
+    pub(super) fn keep_preview(&self, preview: Preview) -> mlua::Result<()> {
+        let cost = json_cost(&preview.args) + preview.summary.len() + preview.tool.len();
+        let held = self
+            .memory()
+            .hold(cost, "the run's previews")
+            .map_err(|e| mlua::Error::runtime(e.to_string()))?;
+        self.previews_held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(held);
+        self.previews
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(preview);
+        Ok(())
     }
 
     /// Counts `bytes` more printed by `print` or `log` straight out; past the bound the run
@@ -253,7 +293,7 @@ impl RunState {
                 self.count_printed(level.len() + message.len() + 3)?;
                 errln!("{level}: {message}");
             }
-            Output::Capture => self.capture(&format!("[{level}] {message}\n")),
+            Output::Capture => self.capture(&format!("[{level}] {message}\n"))?,
         }
         Ok(())
     }
@@ -348,14 +388,16 @@ impl Vm {
         let state = Arc::new(RunState {
             host,
             handle,
-            ctx: Mutex::new(ctx),
+            ctx: Mutex::new(ctx.in_run(options.limits.memory)),
             interrupted: AtomicBool::new(false),
             expired: Arc::new(AtomicBool::new(false)),
             timer: Mutex::new(None),
             why: Mutex::new(None),
             previews: Mutex::new(Vec::new()),
+            previews_held: Mutex::new(Vec::new()),
             output: options.output,
             captured: Mutex::new(String::new()),
+            captured_held: Mutex::new(None),
             output_cap: options.limits.output,
             truncated: AtomicBool::new(false),
             printed: std::sync::atomic::AtomicUsize::new(0),
@@ -399,7 +441,8 @@ impl Vm {
     /// Replaces the context for the next runs (the REPL: a new cancellation token per line, the
     /// mode chosen with `/confirm`). Clears a previous interruption.
     pub fn set_context(&self, ctx: CallContext) {
-        *self.state.ctx.lock().unwrap_or_else(|p| p.into_inner()) = ctx;
+        *self.state.ctx.lock().unwrap_or_else(|p| p.into_inner()) =
+            ctx.in_run(self.state.memory_limit);
         *self.state.why.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.state.interrupted.store(false, Ordering::Relaxed);
         self.state.arm_timer();
@@ -528,8 +571,13 @@ impl Vm {
         std::mem::take(&mut *self.state.called.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The previews recorded so far, taken.
+    /// The previews recorded so far, taken (the host memory they held goes with them).
     pub fn take_previews(&self) -> Vec<Preview> {
+        self.state
+            .previews_held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         std::mem::take(
             &mut *self
                 .state
@@ -539,8 +587,13 @@ impl Vm {
         )
     }
 
-    /// The captured output so far, taken.
+    /// The captured output so far, taken (the host memory it held goes with it).
     pub fn take_output(&self) -> String {
+        *self
+            .state
+            .captured_held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
         std::mem::take(
             &mut *self
                 .state

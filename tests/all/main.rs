@@ -20,6 +20,7 @@ mod hostile;
 mod http;
 mod lua;
 mod mcp_client;
+mod memory;
 mod pdf;
 mod protect;
 mod recipes;

@@ -297,3 +297,47 @@ pub async fn call_yes(host: &Arc<Host>, tool: &str, args: Value) -> Result<Value
     .into_result()
     .map_err(|e| e.to_string())
 }
+
+/// What a child `lmcp` did, with its peak resident memory.
+pub struct Peak {
+    /// Its exit code (`None` when a signal ended it).
+    pub code: Option<i32>,
+    /// What it wrote to stderr.
+    pub stderr: String,
+    /// Its peak resident set, in bytes, as the kernel counted it (`wait4`'s `ru_maxrss`).
+    pub rss: u64,
+}
+
+/// Runs `lmcp args` with `LMCP_HOME=home` and no stdin, and reads its peak RSS with `wait4`:
+/// a bound on memory that holds on a noisy machine, unlike a timing.
+#[cfg(unix)]
+pub fn peak_rss(home: &Path, args: &[&str]) -> Peak {
+    use std::os::unix::process::ExitStatusExt;
+    let err_file = tempfile::NamedTempFile::new().unwrap();
+    let child = Command::new(bin())
+        .args(args)
+        .env("LMCP_HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err_file.reopen().unwrap())
+        .spawn()
+        .expect("run lmcp");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data the kernel fills; the pid is our own child, not yet reaped
+    // (`child` is never waited on: dropping a `Child` does not wait).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; status and usage are live locals.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    drop(child);
+    let exit = std::process::ExitStatus::from_raw(status);
+    Peak {
+        code: exit.code(),
+        stderr: std::fs::read_to_string(err_file.path()).unwrap_or_default(),
+        // Linux counts ru_maxrss in KiB
+        rss: usage.ru_maxrss as u64 * 1024,
+    }
+}

@@ -1,0 +1,207 @@
+//! The host memory one run may hold: a budget beside the Lua VM's own limit, for the buffers a
+//! program makes lmcp build in Rust, where the VM's allocator does not see them.
+//!
+//! A run's Lua state cannot grow past `limits.lua_memory_mb`, but a program also sizes buffers
+//! on the host side: arguments a recipe interpolates, the string `string.gsub` builds, the
+//! previews and plan entries a run keeps, the JSON a table becomes, the output it captures.
+//! Each was once a way to make lmcp hold gigabytes from a few lines. Every such buffer is
+//! charged here, while it lives, to the budget of the run it belongs to; a nested run charges
+//! its parent's (the budget travels in the [`CallContext`](super::CallContext)). Past the
+//! budget, the run fails with [`Error::Limit`] naming it.
+//!
+//! The charge points, and why each exists (a test in `tests/all/memory.rs` drives each with a
+//! hostile program in a child process and bounds its peak RSS):
+//!
+//! | where | what is held, and for how long |
+//! |---|---|
+//! | `program::interpolate::render`, `program::steps::fill` | a step's arguments, as they are built, until the step's call returns |
+//! | `program::steps::Results` | each step's result, for the rest of the run (later steps may read it) |
+//! | `gate::plan::Plan::record` | each plan entry (the call's arguments), for each plan level that keeps it, while the plan lives |
+//! | `script::vm::RunState::preview` | each preview a Lua run keeps, until the run hands them over |
+//! | `script::vm::RunState::capture` | captured output, until the run hands it over |
+//! | `script::patterns::gsub` | the string `gsub` builds, until Lua has copied it |
+//! | `script::convert::to_json` | the JSON a Lua value becomes (tool arguments, `json.encode`), while it lives |
+//! | `script::api` `json.encode` | the text JSON becomes, until Lua has copied it |
+//!
+//! What Lua itself allocates (`string.rep`, `string.format`, `table.concat`, tables) is the VM's
+//! limit's, not this budget's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::Error;
+
+/// One run's budget of host memory, shared by every call nested in it.
+#[derive(Debug)]
+pub struct HostMemory {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl HostMemory {
+    /// A budget of `limit` bytes (a run's is the same size as its Lua memory limit).
+    pub fn new(limit: usize) -> Arc<HostMemory> {
+        Arc::new(HostMemory {
+            limit,
+            used: AtomicUsize::new(0),
+        })
+    }
+
+    /// The budget, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// An empty hold, to grow as a buffer grows.
+    pub fn hold_nothing(self: &Arc<Self>) -> Held {
+        Held {
+            memory: Arc::clone(self),
+            bytes: 0,
+        }
+    }
+
+    /// Holds `bytes` until the returned [`Held`] is dropped; fails, holding nothing, when that
+    /// would pass the budget. `what` names the buffer in the error.
+    pub fn hold(self: &Arc<Self>, bytes: usize, what: &str) -> Result<Held, Error> {
+        let mut held = self.hold_nothing();
+        held.grow(bytes, what)?;
+        Ok(held)
+    }
+
+    fn take(&self, bytes: usize, what: &str) -> Result<(), Error> {
+        let mut now = self.used.load(Ordering::Relaxed);
+        loop {
+            let next = now.saturating_add(bytes);
+            if next > self.limit {
+                return Err(self.exceeded(what));
+            }
+            match self
+                .used
+                .compare_exchange_weak(now, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// The error for a buffer that would pass the budget.
+    pub fn exceeded(&self, what: &str) -> Error {
+        Error::Limit {
+            what: format!("{what} would pass the run's host memory"),
+            limit: format!(
+                "{} MiB of host memory per run, the size of limits.lua_memory_mb",
+                self.limit >> 20
+            ),
+        }
+    }
+}
+
+/// Bytes held on a [`HostMemory`] budget; given back when dropped.
+#[derive(Debug)]
+pub struct Held {
+    memory: Arc<HostMemory>,
+    bytes: usize,
+}
+
+impl Held {
+    /// Holds `more` bytes besides; fails, holding no more, past the budget.
+    pub fn grow(&mut self, more: usize, what: &str) -> Result<(), Error> {
+        self.memory.take(more, what)?;
+        self.bytes += more;
+        Ok(())
+    }
+
+    /// Holds at least `total` bytes in all (a buffer that grew to `total`), taking the rest
+    /// in steps of at least 64 KiB so that a buffer growing a byte at a time checks rarely.
+    pub fn cover(&mut self, total: usize, what: &str) -> Result<(), Error> {
+        if total <= self.bytes {
+            return Ok(());
+        }
+        let want = total - self.bytes;
+        let step = want.max(64 << 10);
+        if step > want && self.memory.take(step, what).is_ok() {
+            self.bytes += step;
+            return Ok(());
+        }
+        self.grow(want, what)
+    }
+
+    /// Moves what `other` holds into this hold.
+    pub fn absorb(&mut self, mut other: Held) {
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+
+    /// The bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.memory.used.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// What one JSON value costs beside its text: the size of a `serde_json::Value` and a map
+/// entry's or a vector slot's share, rounded up.
+pub const JSON_VALUE_COST: usize = 48;
+
+/// What a JSON value costs in memory, about: its strings' bytes and a fixed cost per value
+/// (the enum, a map entry or a vector slot). Cheap to compute; counted once per value held.
+pub fn json_cost(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    const PER_VALUE: usize = JSON_VALUE_COST;
+    match value {
+        Value::String(s) => PER_VALUE + s.len(),
+        Value::Array(a) => PER_VALUE + a.iter().map(json_cost).sum::<usize>(),
+        Value::Object(m) => {
+            PER_VALUE
+                + m.iter()
+                    .map(|(k, v)| k.len() + PER_VALUE + json_cost(v))
+                    .sum::<usize>()
+        }
+        _ => PER_VALUE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_are_given_back_and_the_budget_is_shared() {
+        let m = HostMemory::new(1000);
+        let a = m.hold(600, "a").unwrap();
+        let e = m.hold(500, "the second buffer").unwrap_err().to_string();
+        assert!(
+            e.contains("the second buffer") && e.contains("limits.lua_memory_mb"),
+            "{e}"
+        );
+        assert_eq!(m.used(), 600, "a failed hold holds nothing");
+        drop(a);
+        assert_eq!(m.used(), 0);
+        let mut b = m.hold_nothing();
+        b.cover(10, "b").unwrap();
+        assert!(b.bytes() >= 10 && m.used() == b.bytes());
+        let mut c = m.hold_nothing();
+        assert!(c.cover(2000, "c").is_err());
+        let mut d = m.hold(5, "d").unwrap();
+        d.absorb(b);
+        drop(d);
+        assert_eq!(m.used(), 0);
+    }
+
+    #[test]
+    fn json_costs_grow_with_their_text() {
+        let small = json_cost(&serde_json::json!({"a": "x"}));
+        let big = json_cost(&serde_json::json!({"a": "x".repeat(1000)}));
+        assert_eq!(big - small, 999);
+    }
+}
