@@ -27,6 +27,7 @@ mod registry;
 #[cfg(unix)]
 mod repl;
 mod run;
+mod saving;
 mod script;
 mod skills;
 mod store;
