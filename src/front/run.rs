@@ -20,13 +20,14 @@ use crate::text::escape_controls;
 
 /// How the person's own script is compiled for `lmcp run`: with `---@uses` it may call only
 /// those tools; without, any tool, each call gated and confirmed on its own (no up-front yes
-/// covers it). The run compiles it, and looks its tools up as it calls them.
+/// covers it). It is compiled before anything of its run begins; its tools are looked up as
+/// it calls them.
 pub const SCRIPT_POLICY: Policy = Policy {
     what: "script",
     intent: Intent::RunNow,
     header_name: false,
     callable: &[Kind::Leaf, Kind::Workflow, Kind::Gateway, Kind::Authoring],
-    not_steps: &[],
+    not_callable: &[],
     max_steps: 0,
     unmarked_required: false,
     default_timeout: None,

@@ -84,8 +84,8 @@ pub enum SourceBody {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intent {
     /// The person's own script, run now (`lmcp run`): without `---@uses` it may call any tool,
-    /// each call gated and confirmed on its own; the run itself compiles it and looks its
-    /// tools up when it calls them.
+    /// each call gated and confirmed on its own; it is compiled now (nothing starts for a
+    /// script that does not compile), and its tools are looked up when it calls them.
     RunNow,
     /// A program kept and called later, by anyone the profile shows it to: compiled and its
     /// tools looked up now, and without `---@uses` it may call read tools only.
@@ -99,14 +99,15 @@ pub struct Policy {
     pub what: &'static str,
     /// Run now or saved.
     pub intent: Intent,
-    /// Whether a Lua header's `---@name`, when given, must be the program's name (a tool named
-    /// by its file and its header must not say two names).
+    /// Whether a Lua header's `---@name`, when given, must be the program's name or the name
+    /// of the file it is kept in (a program named by its file and its header must not say two
+    /// names); `false` only for the person's own script run now, which is named by its file.
     pub header_name: bool,
     /// The tool kinds its steps and `---@uses` may name.
     pub callable: &'static [Kind],
-    /// Tools its JSON steps may not call although their kind is allowed, each with the reason
-    /// (a Lua body that lists one in `---@uses` may call it).
-    pub not_steps: &'static [(&'static str, &'static str)],
+    /// Tools it may not call although their kind is allowed, each with the reason: refused as
+    /// a JSON step and in a Lua body's `---@uses` alike (one rule for both engines).
+    pub not_callable: &'static [(&'static str, &'static str)],
     /// Most steps.
     pub max_steps: usize,
     /// Whether a JSON parameter that says neither `required` nor `default` is required.
@@ -227,8 +228,22 @@ impl fmt::Display for Problem {
 }
 
 /// Compiles a source against the tools registered now: the one way a [`Program`] is made.
-pub fn compile(source: Source, registry: &Registry) -> Result<Program, Problem> {
+pub fn compile(mut source: Source, registry: &Registry) -> Result<Program, Problem> {
     check_description(&source.description).map_err(|m| Problem::at("/description", m))?;
+    if let Some(t) = source.timeout {
+        check_timeout(t.as_secs_f64(), f64::INFINITY).map_err(|m| Problem::at("", m))?;
+    }
+    if let SourceBody::Lua {
+        source: text,
+        modules,
+        ..
+    } = &mut source.body
+    {
+        *text = lua_text(text);
+        for (_, module) in modules.iter_mut() {
+            *module = lua_text(module);
+        }
+    }
     let declared = check_params(&source)?;
     match &source.body {
         SourceBody::Steps(steps) => compile_steps(&source, declared, steps, registry),
@@ -488,15 +503,20 @@ fn compile_lua_body(
     })?;
     if policy.header_name
         && let Some(h) = &header.name
-        && *h != source.name
+        && !names_this(h, source)
     {
-        return Err(Problem::at(
-            source.lua_at.clone(),
-            format!(
-                "the Lua header says `---@name {h}`, but the tool is named `{}`",
-                source.name
+        return Err(Problem {
+            at: Location::Line {
+                chunk: chunk.clone(),
+                line: header.name_line.unwrap_or(1),
+            },
+            message: format!(
+                "the Lua header says `---@name {h}`, but the {what} is named `{}`; make them the \
+                 same (or drop `---@name`)",
+                source.name,
+                what = policy.what.rsplit(' ').next().unwrap_or(policy.what)
             ),
-        ));
+        });
     }
     if !header.params.is_empty() && !declared.is_empty() {
         return Err(Problem::at(
@@ -527,9 +547,9 @@ fn compile_lua_body(
         (None, Intent::Save) => Capabilities::ReadOnly,
         (None, Intent::RunNow) => Capabilities::Unrestricted,
     };
-    if policy.intent == Intent::Save {
-        compile_lua(text, chunk).map_err(|m| Problem::at(source.lua_at.clone(), m))?;
-    }
+    // Compiled now for every intent: a script that does not compile is refused before
+    // anything about its run (a journal, a question) begins.
+    compile_lua(text, chunk).map_err(|m| Problem::at(source.lua_at.clone(), m))?;
     let description = if source.description.is_empty() {
         header.description.clone().unwrap_or_default()
     } else {
@@ -553,6 +573,46 @@ fn compile_lua_body(
 /// Longest wait step, in seconds.
 pub const MAX_WAIT_SECS: f64 = 3600.0;
 
+/// Shortest timeout, in seconds (1 ms): a shorter one rounds to nothing, and every call of
+/// the program would time out.
+pub const MIN_TIMEOUT_SECS: f64 = 0.001;
+
+/// A timeout of `secs` seconds, if it is at least [`MIN_TIMEOUT_SECS`] and at most `max`: the
+/// one check for a header's `---@timeout` and every `--timeout`. The message names both bounds.
+pub fn check_timeout(secs: f64, max: f64) -> std::result::Result<Duration, String> {
+    if !(MIN_TIMEOUT_SECS..=max).contains(&secs) {
+        let most = if max.is_finite() {
+            format!(" and at most {max} seconds")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "a timeout must be at least {MIN_TIMEOUT_SECS} seconds (1 ms){most}, got {secs:?}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Lua source as the compiler takes it: without a leading UTF-8 byte order mark, and with a
+/// `#!` first line (a script run as a command) emptied, so line numbers stay right.
+pub fn lua_text(text: &str) -> String {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with("#!") {
+        let rest = text.find('\n').map_or("", |i| &text[i..]);
+        return rest.to_string();
+    }
+    text.to_string()
+}
+
+/// Whether a header's `---@name` names this program: its name, or the file it is kept in
+/// (a skill script's, a recipe's slug), compared in one Unicode spelling (NFC).
+fn names_this(header_name: &str, source: &Source) -> bool {
+    use unicode_normalization::UnicodeNormalization;
+    let h: String = header_name.nfc().collect();
+    let name: String = source.name.nfc().collect();
+    h == name || source.chunk.strip_suffix(".lua") == Some(h.as_str())
+}
+
 /// A tool a program of `policy` may call: registered, of an allowed kind, not excluded. The
 /// message says why not; `place` is "step" or "program" for its wording.
 fn callable_tool(
@@ -573,9 +633,7 @@ fn callable_tool(
     } else {
         format!("a {}", policy.what)
     };
-    if place == "step"
-        && let Some((_, why)) = policy.not_steps.iter().find(|(n, _)| *n == name)
-    {
+    if let Some((_, why)) = policy.not_callable.iter().find(|(n, _)| *n == name) {
         return Err(format!("{who} cannot call `{name}`: {why}"));
     }
     let kind = t.spec().kind;

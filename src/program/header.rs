@@ -165,6 +165,9 @@ pub struct Header {
     /// The line of the first `---@uses`, for messages about what it lists.
     #[serde(skip)]
     pub uses_line: Option<usize>,
+    /// The line of `---@name`, for messages about the name.
+    #[serde(skip)]
+    pub name_line: Option<usize>,
 }
 
 fn secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -225,6 +228,7 @@ impl Header {
 
     fn read(source: &str) -> Result<Header> {
         let mut h = Header::default();
+        let source = source.strip_prefix('\u{feff}').unwrap_or(source);
         for (i, raw) in source.lines().enumerate() {
             let line_no = i + 1;
             let line = raw.trim();
@@ -248,6 +252,7 @@ impl Header {
                         ));
                     }
                     h.name = Some(value.to_string());
+                    h.name_line = Some(line_no);
                 }
                 "description" => {
                     let d = h.description.get_or_insert_with(String::new);
@@ -273,15 +278,9 @@ impl Header {
                             format!("@timeout needs a number of seconds, got `{value}`"),
                         )
                     })?;
-                    if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
-                        return Err(bad(
-                            line_no,
-                            format!(
-                                "@timeout must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds"
-                            ),
-                        ));
-                    }
-                    h.timeout = Some(Duration::from_secs_f64(secs));
+                    let t = super::compile::check_timeout(secs, MAX_TIMEOUT_SECS)
+                        .map_err(|m| bad(line_no, format!("@timeout: {m}")))?;
+                    h.timeout = Some(t);
                 }
                 "uses" => {
                     h.uses_line.get_or_insert(line_no);
@@ -565,7 +564,8 @@ mod tests {
                 "declared twice",
             ),
             ("---@timeout soon", 1, "number of seconds"),
-            ("---@timeout 0", 1, "more than 0"),
+            ("---@timeout 0", 1, "at least 0.001 seconds (1 ms)"),
+            ("---@timeout 1e-12", 1, "at least 0.001 seconds (1 ms)"),
             ("---@parm x string", 1, "unknown tag `@parm`"),
             ("---@uses Read-File", 1, "not a tool name"),
             ("---@param 1x string", 1, "not a valid parameter name"),

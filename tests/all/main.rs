@@ -14,6 +14,7 @@ mod assets;
 mod cli;
 mod custom_tools;
 mod docs;
+mod doors;
 mod friction;
 mod gate;
 mod hostile;

@@ -381,9 +381,9 @@ pub struct SkillScript {
 pub const POLICY: Policy = Policy {
     what: "skill script",
     intent: Intent::Save,
-    header_name: false,
+    header_name: true,
     callable: &[Kind::Leaf],
-    not_steps: &[],
+    not_callable: &[],
     max_steps: 0,
     unmarked_required: false,
     default_timeout: Some(super::DEFAULT_TIMEOUT),
