@@ -282,13 +282,14 @@ fn check_params(source: &Source) -> Result<Vec<ParamSpec>, Problem> {
                 format!("unknown type `{}`; {}", p.kind, ParamType::NAMES),
             )
         })?;
+        let mut default = None;
         if let Some(d) = &p.default {
-            if !kind.accepts(d) {
-                return Err(Problem::at(
+            default = Some(kind.coerce(d).map_err(|m| {
+                Problem::at(
                     format!("{at}/default"),
-                    format!("the default {d} is not a {}", p.kind),
-                ));
-            }
+                    format!("the default {d} is not {}: {m}", kind.with_article()),
+                )
+            })?);
             if p.required == Some(true) {
                 return Err(Problem::at(
                     format!("{at}/required"),
@@ -302,7 +303,7 @@ fn check_params(source: &Source) -> Result<Vec<ParamSpec>, Problem> {
             required: p
                 .required
                 .unwrap_or(p.default.is_none() && source.policy.unmarked_required),
-            default: p.default.clone(),
+            default,
             description: p.description.clone().unwrap_or_default(),
         });
     }
@@ -387,6 +388,8 @@ fn compile_steps(
                 source.params_at.trim_start_matches('/'),
             )
             .map_err(|m| Problem::at(format!("{args_at}{pointer}"), m))?;
+            optional_in_text(r, &params)
+                .map_err(|m| Problem::at(format!("{args_at}{pointer}"), m))?;
         }
         // Check what can already be seen: literals, and exact params by their type.
         check_args(&tool, &instance, &refs, &params)
@@ -478,6 +481,26 @@ fn check_reference(
         }
         _ => Ok(()),
     }
+}
+
+/// The one rule for an optional parameter without a default, in both template styles: a
+/// whole argument that is only it is left out when it is not given; inside longer text nothing
+/// could be left out, so it is refused here rather than failing every run without it.
+fn optional_in_text(r: &ArgRef, params: &[ParamSpec]) -> std::result::Result<(), String> {
+    let ArgRef::Text(Part::Param(name), false) = r else {
+        return Ok(());
+    };
+    if params
+        .iter()
+        .any(|p| &p.name == name && !p.required && p.default.is_none())
+    {
+        return Err(format!(
+            "`${{{name}}}` is inside text, but `{name}` is optional without a default, so a run \
+             without it could not fill the text; give `{name}` a default, make it required, or \
+             make the whole argument \"${{{name}}}\" (left out when not given)"
+        ));
+    }
+    Ok(())
 }
 
 fn compile_lua_body(
@@ -647,10 +670,19 @@ fn callable_tool(
         return Err(format!(
             "{who} cannot call `{name}`: it is {article} {kind} tool; {}s can only call {} tools",
             if place == "step" { "step" } else { "program" },
-            allowed.join(" or ")
+            or_list(&allowed)
         ));
     }
     Ok(t)
+}
+
+/// `a`, `a or b`, `a, b or c`: a list for a sentence.
+fn or_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
 }
 
 /// Longest description of a program or a tool (it is sent with every tool list).
@@ -891,6 +923,36 @@ pub fn check_args(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_read_as_sentences() {
+        let l = |v: &[&str]| or_list(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(l(&["leaf"]), "leaf");
+        assert_eq!(
+            l(&["leaf", "workflow", "gateway"]),
+            "leaf, workflow or gateway"
+        );
+    }
+
+    #[test]
+    fn lua_text_drops_a_bom_and_a_shebang_keeping_lines() {
+        assert_eq!(lua_text("\u{feff}return 1"), "return 1");
+        assert_eq!(lua_text("#!/usr/bin/env lmcp\nreturn 1"), "\nreturn 1");
+        assert_eq!(lua_text("\u{feff}#!x"), "");
+        assert_eq!(lua_text("return '#!'"), "return '#!'");
+    }
+
+    #[test]
+    fn timeouts_under_a_millisecond_are_refused() {
+        assert!(check_timeout(0.001, 10.0).is_ok());
+        for bad in [0.0, 1e-12, 0.0009, -1.0, f64::NAN, 11.0] {
+            let e = check_timeout(bad, 10.0).unwrap_err();
+            assert!(
+                e.contains("at least 0.001 seconds (1 ms) and at most 10"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn identifiers() {

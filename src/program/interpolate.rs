@@ -173,18 +173,31 @@ pub fn render(
         }
         Value::Array(a) => Value::Array(
             a.iter()
-                .map(|v| render(v, params, results))
+                .map(|v| match unset(v, params) {
+                    true => Ok(Value::Null),
+                    false => render(v, params, results),
+                })
                 .collect::<Result<_, _>>()?,
         ),
         Value::Object(m) => {
             let mut out = Map::new();
             for (k, v) in m {
-                out.insert(k.clone(), render(v, params, results)?);
+                if !unset(v, params) {
+                    out.insert(k.clone(), render(v, params, results)?);
+                }
             }
             Value::Object(out)
         }
         other => other.clone(),
     })
+}
+
+/// Whether `v` is exactly `${name}` for a parameter without a value (an optional one not
+/// given): its argument is left out (null in a list), as a custom tool's `$input` is. The
+/// compile refuses such a parameter inside longer text, where nothing could be left out.
+fn unset(v: &Value, params: &Map<String, Value>) -> bool {
+    let Value::String(s) = v else { return false };
+    matches!(parse(s).as_deref(), Ok([Part::Param(p)]) if !params.contains_key(p))
 }
 
 fn resolve(
@@ -290,9 +303,19 @@ mod tests {
                 .contains("must read the step's result")
         );
         assert!(
-            render(&json!("${missing}"), &params(), &[])
+            render(&json!("a ${missing}"), &params(), &[])
                 .unwrap_err()
                 .contains("`missing` has no value")
+        );
+        // a whole argument that is an unset parameter is left out (null in a list)
+        assert_eq!(
+            render(
+                &json!({"a": "${missing}", "b": ["${missing}", 1], "c": "${count}"}),
+                &params(),
+                &[]
+            )
+            .unwrap(),
+            json!({"b": [null, 1], "c": 3})
         );
     }
 

@@ -327,7 +327,7 @@ async fn run_steps(
         let changes = effect.is_some_and(|e| e.changes_state());
         let resolved = match resolve(args, params, &results) {
             Ok(a) => a,
-            Err(m) if !confirmed => {
+            Err(m) if !confirmed && results.waits_on_preview(args) => {
                 // A plan cannot know arguments that need a previewed step's result: the step is
                 // shown with its template, and the plan records it as such.
                 let template = template_value(args);

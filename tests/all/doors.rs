@@ -203,3 +203,21 @@ async fn a_recipe_cannot_list_recipe_run_in_uses() {
     assert!(e.contains("deep cause"), "{e}");
     assert!(!e.contains("script_error: "), "{e}");
 }
+
+/// A skill script with an empty `---@uses` is shown as calling no tools, in the one wording.
+#[test]
+fn an_empty_uses_reads_no_tools() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dir = h.join("sk");
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: sk\ndescription: d\n---\nbody\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("scripts/s.lua"), "---@uses\nreturn 1\n").unwrap();
+    let out = lmcp(h, &["skill", "install", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("may call: no tools"), "{out:?}");
+}

@@ -21,6 +21,7 @@ mod hostile;
 mod http;
 mod lua;
 mod mcp_client;
+mod params;
 mod pdf;
 mod protect;
 mod recipes;
