@@ -27,7 +27,7 @@ pub const SCRIPT_POLICY: Policy = Policy {
     intent: Intent::RunNow,
     header_name: false,
     callable: &[Kind::Leaf, Kind::Workflow, Kind::Gateway, Kind::Authoring],
-    not_callable: &[],
+    not_steps: &[],
     max_steps: 0,
     unmarked_required: false,
     default_timeout: None,

@@ -105,9 +105,10 @@ pub struct Policy {
     pub header_name: bool,
     /// The tool kinds its steps and `---@uses` may name.
     pub callable: &'static [Kind],
-    /// Tools it may not call although their kind is allowed, each with the reason: refused as
-    /// a JSON step and in a Lua body's `---@uses` alike (one rule for both engines).
-    pub not_callable: &'static [(&'static str, &'static str)],
+    /// Tools its JSON steps may not call although their kind is allowed, each with the reason
+    /// (a Lua body that lists one in `---@uses` may call it: nested programs, whose calls
+    /// join the outer plan).
+    pub not_steps: &'static [(&'static str, &'static str)],
     /// Most steps.
     pub max_steps: usize,
     /// Whether a JSON parameter that says neither `required` nor `default` is required.
@@ -656,7 +657,9 @@ fn callable_tool(
     } else {
         format!("a {}", policy.what)
     };
-    if let Some((_, why)) = policy.not_callable.iter().find(|(n, _)| *n == name) {
+    if place == "step"
+        && let Some((_, why)) = policy.not_steps.iter().find(|(n, _)| *n == name)
+    {
         return Err(format!("{who} cannot call `{name}`: {why}"));
     }
     let kind = t.spec().kind;

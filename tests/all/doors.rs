@@ -163,23 +163,10 @@ fn a_script_that_does_not_compile_starts_no_run() {
     assert_eq!(runs, json!([]));
 }
 
-/// A tool a kind of program may not call is refused in `---@uses` as in a step, and a nested
-/// failure names its cause once.
+/// A nested failure names its cause once: no `script_error: ` per level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_recipe_cannot_list_recipe_run_in_uses() {
+async fn a_nested_failure_is_not_prefixed_per_level() {
     let t = TestHost::new();
-    let lua = "---@uses recipe_run\nreturn tools.recipe_run{name=\"recur\"}";
-    let e = call_yes(
-        &t.host,
-        "recipe_save",
-        json!({"manifest": {"name": "recur", "lua": lua}}),
-    )
-    .await
-    .unwrap_err();
-    assert!(
-        e.contains("recur.lua:1:") && e.contains("recipe_run"),
-        "{e}"
-    );
     // a Lua recipe calling a custom tool that fails: the cause is said once, unprefixed
     let inner = json!({"name": "user_inner", "description": "d", "lua": "error('deep cause')"});
     call_yes(&t.host, "custom_tool_create", inner)

@@ -107,7 +107,7 @@ pub const POLICY: Policy = Policy {
     intent: Intent::Save,
     header_name: true,
     callable: &[Kind::Leaf],
-    not_callable: &[],
+    not_steps: &[],
     max_steps: MAX_STEPS,
     unmarked_required: false,
     default_timeout: None,

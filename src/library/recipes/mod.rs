@@ -92,9 +92,10 @@ pub const POLICY: Policy = Policy {
     intent: Intent::Save,
     header_name: true,
     callable: &[Kind::Leaf, Kind::Workflow, Kind::Gateway],
-    not_callable: &[(
+    not_steps: &[(
         "recipe_run",
-        "a recipe does not run another recipe, by a step or by `---@uses`",
+        "a recipe step does not run another recipe (a Lua recipe may, listing recipe_run in \
+         `---@uses`)",
     )],
     max_steps: MAX_STEPS,
     unmarked_required: true,

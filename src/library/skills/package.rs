@@ -383,7 +383,7 @@ pub const POLICY: Policy = Policy {
     intent: Intent::Save,
     header_name: true,
     callable: &[Kind::Leaf],
-    not_callable: &[],
+    not_steps: &[],
     max_steps: 0,
     unmarked_required: false,
     default_timeout: Some(super::DEFAULT_TIMEOUT),
