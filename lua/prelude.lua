@@ -489,7 +489,14 @@ local tool_error_mt = {
   -- getmetatable(e) gives this name, never the table: nobody can add __gc to it.
   __metatable = "ToolError",
   __tostring = function(e)
-    return raw_tostring(raw_rawget(e, "code")) .. ": " .. raw_tostring(raw_rawget(e, "message"))
+    local code = raw_tostring(raw_rawget(e, "code"))
+    local message = raw_tostring(raw_rawget(e, "message"))
+    -- a nested program's failure already names its cause: each level adding its own
+    -- `script_error: ` would repeat it once per level
+    if code == "script_error" then
+      return message
+    end
+    return code .. ": " .. message
   end,
 }
 

@@ -192,13 +192,14 @@ function tools.calculate(args) end
 ---Save a named, reusable workflow as a new tool, discoverable at once and kept across restarts.
 ---Discover existing tools first; prefer a direct call for one-off work. Names start with user_.
 ---Give a precise description and typed parameters [{name, type (string, number, integer, boolean,
----object, array), description, required}], then either JSON steps [{id (unique), tool (an existing
----leaf tool), arguments}] or a Lua body (`lua`, a program with a ---@param header and ---@uses
----listing the tools it calls). In arguments, {"$input": "name"} substitutes an input and {"$step":
----"earlier_id", "path": "result"} reads an earlier step's result (deeper: "result.items[0].name");
----other JSON is literal. References point backward; an optional input cannot fill an argument its
----tool requires. Steps cannot be gateways, workflows or authoring tools. Replacing a tool needs
----replace: true.
+---object, array), description, required, default}] — a custom tool's parameter is optional
+---unless it says required: true (a recipe's is required unless it has a default or says required:
+---false) — then either JSON steps [{id (unique), tool (an existing leaf tool), arguments}] or a
+---Lua body (`lua`, a program with a ---@param header and ---@uses listing the tools it calls). In
+---arguments, {"$input": "name"} substitutes an input and {"$step": "earlier_id", "path": "result"}
+---reads an earlier step's result (deeper: "result.items[0].name"); other JSON is literal.
+---References point backward; an optional input cannot fill an argument its tool requires. Steps
+---cannot be gateways, workflows or authoring tools. Replacing a tool needs replace: true.
 ---effect: write
 ---@param args custom_tool_create_args
 ---@return any|Preview
@@ -350,14 +351,17 @@ function tools.recipe_run(args) end
 ---@field replace? boolean Replace a recipe of the same name
 ---Save a reusable recipe — a named, ordered sequence of tool calls with parameters — so it can
 ---be run again any time with recipe_run. The manifest: {"name": string (required), "description":
----string, "schema_version": 1, "params": [{"name": string, "type": "string"|"int"|"bool",
----"default": any}], "steps": [...] (required, non-empty), "outputs": [{"kind": string}]}. A step
----is {"tool": NAME, "args": {...}} or a pause {"wait": {"seconds": N}} (also {"wait": N}). Any arg
----string may interpolate a declared param with ${name}; an arg that is exactly "${name}" keeps the
----param's type. A later step reads an earlier step's output with "${steps[N].result.KEY}"
----(0-based; .key and [i]). Write $${ for a literal ${. Instead of steps, "lua" may hold a Lua
----program. On recipe_run a state-changing step previews unless confirm: true. Returns {name,
----step_count}.
+---string, "schema_version": 1, "params": [{"name": string, "type":
+---"string"|"integer"|"number"|"boolean"|"object"|"array", "required": bool, "default": any}] (a
+---recipe's param is required unless it has a default or says required: false; a custom tool's is
+---optional unless it says required: true; an optional one without a default may only be a whole
+---arg, "${name}", left out when not given), "steps": [...] (required, non-empty), "outputs":
+---[{"kind": string}]}. A step is {"tool": NAME, "args": {...}} or a pause {"wait": {"seconds": N}}
+---(also {"wait": N}). Any arg string may interpolate a declared param with ${name}; an arg that is
+---exactly "${name}" keeps the param's type. A later step reads an earlier step's output with
+---"${steps[N].result.KEY}" (0-based; .key and [i]). Write $${ for a literal ${. Instead of steps,
+---"lua" may hold a Lua program. On recipe_run a state-changing step previews unless confirm: true.
+---Returns {name, step_count}.
 ---effect: write
 ---@param args recipe_save_args
 ---@return any|Preview

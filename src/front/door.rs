@@ -42,7 +42,13 @@ fn read_bounded(reader: impl std::io::Read, what: &str) -> Result<String> {
             limit: format!("{} MiB (limits.input_mb)", limit >> 20),
         });
     }
-    String::from_utf8(bytes).map_err(|_| Error::Usage(format!("{what} is not UTF-8 text")))
+    let text =
+        String::from_utf8(bytes).map_err(|_| Error::Usage(format!("{what} is not UTF-8 text")))?;
+    // A byte order mark some editors write is not part of the text (JSON and Lua refuse it).
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 /// Reads a text file named on the command line, bounded by `limits.input_mb`.
@@ -253,14 +259,11 @@ pub(crate) fn run_confirmation(yes: bool) -> (ConfirmMode, Arc<dyn Confirmer>) {
 
 /// Reads `--timeout`: a positive number of seconds.
 pub(crate) fn timeout_arg(secs: Option<f64>) -> Result<Option<Duration>> {
-    match secs {
-        None => Ok(None),
-        Some(s) if s > 0.0 && s <= MAX_TIMEOUT_SECS => Ok(Some(Duration::from_secs_f64(s))),
-        Some(_) => Err(Error::Usage(format!(
-            "--timeout must be a number of seconds more than 0 and at most {MAX_TIMEOUT_SECS} \
-             (a day)"
-        ))),
-    }
+    secs.map(|s| {
+        crate::program::compile::check_timeout(s, MAX_TIMEOUT_SECS)
+            .map_err(|m| Error::Usage(format!("--timeout: {m}")))
+    })
+    .transpose()
 }
 
 /// Longest `--timeout` accepted, in seconds.

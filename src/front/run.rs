@@ -20,7 +20,8 @@ use crate::text::escape_controls;
 
 /// How the person's own script is compiled for `lmcp run`: with `---@uses` it may call only
 /// those tools; without, any tool, each call gated and confirmed on its own (no up-front yes
-/// covers it). The run compiles it, and looks its tools up as it calls them.
+/// covers it). It is compiled before anything of its run begins; its tools are looked up as
+/// it calls them.
 pub const SCRIPT_POLICY: Policy = Policy {
     what: "script",
     intent: Intent::RunNow,

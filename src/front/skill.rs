@@ -248,10 +248,9 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                     escape_controls(&package.md.description)
                 ));
                 for s in &package.scripts {
-                    let calls = match &s.program.capabilities {
-                        crate::registry::Capabilities::Tools(u) => u.join(", "),
-                        _ => "read tools only".to_string(),
-                    };
+                    // the one wording of what a program may call ("no tools" for an empty
+                    // `---@uses`)
+                    let calls = s.program.capabilities.describe();
                     super::door::outln(&format!(
                         "  script {:<20} may call: {}",
                         s.name,

@@ -84,8 +84,8 @@ pub enum SourceBody {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Intent {
     /// The person's own script, run now (`lmcp run`): without `---@uses` it may call any tool,
-    /// each call gated and confirmed on its own; the run itself compiles it and looks its
-    /// tools up when it calls them.
+    /// each call gated and confirmed on its own; it is compiled now (nothing starts for a
+    /// script that does not compile), and its tools are looked up when it calls them.
     RunNow,
     /// A program kept and called later, by anyone the profile shows it to: compiled and its
     /// tools looked up now, and without `---@uses` it may call read tools only.
@@ -99,13 +99,15 @@ pub struct Policy {
     pub what: &'static str,
     /// Run now or saved.
     pub intent: Intent,
-    /// Whether a Lua header's `---@name`, when given, must be the program's name (a tool named
-    /// by its file and its header must not say two names).
+    /// Whether a Lua header's `---@name`, when given, must be the program's name or the name
+    /// of the file it is kept in (a program named by its file and its header must not say two
+    /// names); `false` only for the person's own script run now, which is named by its file.
     pub header_name: bool,
     /// The tool kinds its steps and `---@uses` may name.
     pub callable: &'static [Kind],
     /// Tools its JSON steps may not call although their kind is allowed, each with the reason
-    /// (a Lua body that lists one in `---@uses` may call it).
+    /// (a Lua body that lists one in `---@uses` may call it: nested programs, whose calls
+    /// join the outer plan).
     pub not_steps: &'static [(&'static str, &'static str)],
     /// Most steps.
     pub max_steps: usize,
@@ -227,8 +229,22 @@ impl fmt::Display for Problem {
 }
 
 /// Compiles a source against the tools registered now: the one way a [`Program`] is made.
-pub fn compile(source: Source, registry: &Registry) -> Result<Program, Problem> {
+pub fn compile(mut source: Source, registry: &Registry) -> Result<Program, Problem> {
     check_description(&source.description).map_err(|m| Problem::at("/description", m))?;
+    if let Some(t) = source.timeout {
+        check_timeout(t.as_secs_f64(), f64::INFINITY).map_err(|m| Problem::at("", m))?;
+    }
+    if let SourceBody::Lua {
+        source: text,
+        modules,
+        ..
+    } = &mut source.body
+    {
+        *text = lua_text(text);
+        for (_, module) in modules.iter_mut() {
+            *module = lua_text(module);
+        }
+    }
     let declared = check_params(&source)?;
     match &source.body {
         SourceBody::Steps(steps) => compile_steps(&source, declared, steps, registry),
@@ -267,13 +283,14 @@ fn check_params(source: &Source) -> Result<Vec<ParamSpec>, Problem> {
                 format!("unknown type `{}`; {}", p.kind, ParamType::NAMES),
             )
         })?;
+        let mut default = None;
         if let Some(d) = &p.default {
-            if !kind.accepts(d) {
-                return Err(Problem::at(
+            default = Some(kind.coerce(d).map_err(|m| {
+                Problem::at(
                     format!("{at}/default"),
-                    format!("the default {d} is not a {}", p.kind),
-                ));
-            }
+                    format!("the default {d} is not {}: {m}", kind.with_article()),
+                )
+            })?);
             if p.required == Some(true) {
                 return Err(Problem::at(
                     format!("{at}/required"),
@@ -287,7 +304,7 @@ fn check_params(source: &Source) -> Result<Vec<ParamSpec>, Problem> {
             required: p
                 .required
                 .unwrap_or(p.default.is_none() && source.policy.unmarked_required),
-            default: p.default.clone(),
+            default,
             description: p.description.clone().unwrap_or_default(),
         });
     }
@@ -372,6 +389,8 @@ fn compile_steps(
                 source.params_at.trim_start_matches('/'),
             )
             .map_err(|m| Problem::at(format!("{args_at}{pointer}"), m))?;
+            optional_in_text(r, &params)
+                .map_err(|m| Problem::at(format!("{args_at}{pointer}"), m))?;
         }
         // Check what can already be seen: literals, and exact params by their type.
         check_args(&tool, &instance, &refs, &params)
@@ -465,6 +484,26 @@ fn check_reference(
     }
 }
 
+/// The one rule for an optional parameter without a default, in both template styles: a
+/// whole argument that is only it is left out when it is not given; inside longer text nothing
+/// could be left out, so it is refused here rather than failing every run without it.
+fn optional_in_text(r: &ArgRef, params: &[ParamSpec]) -> std::result::Result<(), String> {
+    let ArgRef::Text(Part::Param(name), false) = r else {
+        return Ok(());
+    };
+    if params
+        .iter()
+        .any(|p| &p.name == name && !p.required && p.default.is_none())
+    {
+        return Err(format!(
+            "`${{{name}}}` is inside text, but `{name}` is optional without a default, so a run \
+             without it could not fill the text; give `{name}` a default, make it required, or \
+             make the whole argument \"${{{name}}}\" (left out when not given)"
+        ));
+    }
+    Ok(())
+}
+
 fn compile_lua_body(
     source: &Source,
     declared: Vec<ParamSpec>,
@@ -488,15 +527,20 @@ fn compile_lua_body(
     })?;
     if policy.header_name
         && let Some(h) = &header.name
-        && *h != source.name
+        && !names_this(h, source)
     {
-        return Err(Problem::at(
-            source.lua_at.clone(),
-            format!(
-                "the Lua header says `---@name {h}`, but the tool is named `{}`",
-                source.name
+        return Err(Problem {
+            at: Location::Line {
+                chunk: chunk.clone(),
+                line: header.name_line.unwrap_or(1),
+            },
+            message: format!(
+                "the Lua header says `---@name {h}`, but the {what} is named `{}`; make them the \
+                 same (or drop `---@name`)",
+                source.name,
+                what = policy.what.rsplit(' ').next().unwrap_or(policy.what)
             ),
-        ));
+        });
     }
     if !header.params.is_empty() && !declared.is_empty() {
         return Err(Problem::at(
@@ -527,9 +571,9 @@ fn compile_lua_body(
         (None, Intent::Save) => Capabilities::ReadOnly,
         (None, Intent::RunNow) => Capabilities::Unrestricted,
     };
-    if policy.intent == Intent::Save {
-        compile_lua(text, chunk).map_err(|m| Problem::at(source.lua_at.clone(), m))?;
-    }
+    // Compiled now for every intent: a script that does not compile is refused before
+    // anything about its run (a journal, a question) begins.
+    compile_lua(text, chunk).map_err(|m| Problem::at(source.lua_at.clone(), m))?;
     let description = if source.description.is_empty() {
         header.description.clone().unwrap_or_default()
     } else {
@@ -552,6 +596,46 @@ fn compile_lua_body(
 
 /// Longest wait step, in seconds.
 pub const MAX_WAIT_SECS: f64 = 3600.0;
+
+/// Shortest timeout, in seconds (1 ms): a shorter one rounds to nothing, and every call of
+/// the program would time out.
+pub const MIN_TIMEOUT_SECS: f64 = 0.001;
+
+/// A timeout of `secs` seconds, if it is at least [`MIN_TIMEOUT_SECS`] and at most `max`: the
+/// one check for a header's `---@timeout` and every `--timeout`. The message names both bounds.
+pub fn check_timeout(secs: f64, max: f64) -> std::result::Result<Duration, String> {
+    if !(MIN_TIMEOUT_SECS..=max).contains(&secs) {
+        let most = if max.is_finite() {
+            format!(" and at most {max} seconds")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "a timeout must be at least {MIN_TIMEOUT_SECS} seconds (1 ms){most}, got {secs:?}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Lua source as the compiler takes it: without a leading UTF-8 byte order mark, and with a
+/// `#!` first line (a script run as a command) emptied, so line numbers stay right.
+pub fn lua_text(text: &str) -> String {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with("#!") {
+        let rest = text.find('\n').map_or("", |i| &text[i..]);
+        return rest.to_string();
+    }
+    text.to_string()
+}
+
+/// Whether a header's `---@name` names this program: its name, or the file it is kept in
+/// (a skill script's, a recipe's slug), compared in one Unicode spelling (NFC).
+fn names_this(header_name: &str, source: &Source) -> bool {
+    use unicode_normalization::UnicodeNormalization;
+    let h: String = header_name.nfc().collect();
+    let name: String = source.name.nfc().collect();
+    h == name || source.chunk.strip_suffix(".lua") == Some(h.as_str())
+}
 
 /// A tool a program of `policy` may call: registered, of an allowed kind, not excluded. The
 /// message says why not; `place` is "step" or "program" for its wording.
@@ -589,10 +673,19 @@ fn callable_tool(
         return Err(format!(
             "{who} cannot call `{name}`: it is {article} {kind} tool; {}s can only call {} tools",
             if place == "step" { "step" } else { "program" },
-            allowed.join(" or ")
+            or_list(&allowed)
         ));
     }
     Ok(t)
+}
+
+/// `a`, `a or b`, `a, b or c`: a list for a sentence.
+fn or_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
 }
 
 /// Longest description of a program or a tool (it is sent with every tool list).
@@ -833,6 +926,36 @@ pub fn check_args(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_read_as_sentences() {
+        let l = |v: &[&str]| or_list(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(l(&["leaf"]), "leaf");
+        assert_eq!(
+            l(&["leaf", "workflow", "gateway"]),
+            "leaf, workflow or gateway"
+        );
+    }
+
+    #[test]
+    fn lua_text_drops_a_bom_and_a_shebang_keeping_lines() {
+        assert_eq!(lua_text("\u{feff}return 1"), "return 1");
+        assert_eq!(lua_text("#!/usr/bin/env lmcp\nreturn 1"), "\nreturn 1");
+        assert_eq!(lua_text("\u{feff}#!x"), "");
+        assert_eq!(lua_text("return '#!'"), "return '#!'");
+    }
+
+    #[test]
+    fn timeouts_under_a_millisecond_are_refused() {
+        assert!(check_timeout(0.001, 10.0).is_ok());
+        for bad in [0.0, 1e-12, 0.0009, -1.0, f64::NAN, 11.0] {
+            let e = check_timeout(bad, 10.0).unwrap_err();
+            assert!(
+                e.contains("at least 0.001 seconds (1 ms) and at most 10"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn identifiers() {

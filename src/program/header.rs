@@ -86,15 +86,44 @@ impl ParamType {
         }
     }
 
-    /// Whether `v` is a value of this type.
+    /// Whether `v` is a value of this type ([`ParamType::coerce`] takes it).
     pub fn accepts(self, v: &Value) -> bool {
-        match self {
+        self.coerce(v).is_ok()
+    }
+
+    /// `v` as a value of this type, or why it is not one. The one rule for integers, wherever
+    /// a value comes from (a call, a default): a whole-valued number like `1.0` is the integer
+    /// 1 (JSON Schema says it is one), and a whole number beyond the 64-bit range Lua holds is
+    /// refused, not handed on as an inexact float.
+    pub fn coerce(self, v: &Value) -> std::result::Result<Value, String> {
+        let fits = match self {
             ParamType::String => v.is_string(),
-            ParamType::Integer => v.is_i64() || v.is_u64(),
             ParamType::Number => v.is_number(),
             ParamType::Boolean => v.is_boolean(),
             ParamType::Object => v.is_object(),
             ParamType::Array => v.is_array(),
+            ParamType::Integer => return integer(v),
+        };
+        if fits {
+            Ok(v.clone())
+        } else {
+            Err(format!(
+                "must be {}, got {}",
+                self.with_article(),
+                json_type_name(v)
+            ))
+        }
+    }
+
+    /// The type's name with its article: "a string", "an integer".
+    pub fn with_article(self) -> &'static str {
+        match self {
+            ParamType::String => "a string",
+            ParamType::Integer => "an integer",
+            ParamType::Number => "a number",
+            ParamType::Boolean => "a boolean",
+            ParamType::Object => "an object",
+            ParamType::Array => "an array",
         }
     }
 
@@ -102,11 +131,22 @@ impl ParamType {
     pub fn from_text(self, text: &str) -> std::result::Result<Value, String> {
         match self {
             ParamType::String => Ok(Value::String(text.to_string())),
-            ParamType::Integer => text
-                .trim()
-                .parse::<i64>()
-                .map(Value::from)
-                .map_err(|_| format!("`{text}` is not an integer")),
+            ParamType::Integer => match text.trim().parse::<i64>() {
+                Ok(n) => Ok(Value::from(n)),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+                    ) =>
+                {
+                    Err(format!(
+                        "`{text}` is beyond the integer range ({} to {})",
+                        i64::MIN,
+                        i64::MAX
+                    ))
+                }
+                Err(_) => Err(format!("`{text}` is not an integer")),
+            },
             ParamType::Number => text
                 .trim()
                 .parse::<f64>()
@@ -129,6 +169,31 @@ impl ParamType {
                 }
             }
         }
+    }
+}
+
+/// An integer from a JSON number: see [`ParamType::coerce`].
+fn integer(v: &Value) -> std::result::Result<Value, String> {
+    let range = format!("{} to {}", i64::MIN, i64::MAX);
+    match v {
+        Value::Number(n) if n.is_i64() => Ok(v.clone()),
+        Value::Number(n) if n.is_u64() => Err(format!(
+            "{n} is beyond the integer range ({range}); give a smaller integer or use a number"
+        )),
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // i64::MAX as f64 rounds up to 2^63, which is already out of range
+            if f.fract() != 0.0 || !f.is_finite() {
+                Err(format!("must be an integer, got {n}"))
+            } else if f < i64::MIN as f64 || f >= i64::MAX as f64 {
+                Err(format!(
+                    "{n} is beyond the integer range ({range}); give a smaller integer or use a number"
+                ))
+            } else {
+                Ok(Value::from(f as i64))
+            }
+        }
+        other => Err(format!("must be an integer, got {}", json_type_name(other))),
     }
 }
 
@@ -165,6 +230,9 @@ pub struct Header {
     /// The line of the first `---@uses`, for messages about what it lists.
     #[serde(skip)]
     pub uses_line: Option<usize>,
+    /// The line of `---@name`, for messages about the name.
+    #[serde(skip)]
+    pub name_line: Option<usize>,
 }
 
 fn secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -225,6 +293,7 @@ impl Header {
 
     fn read(source: &str) -> Result<Header> {
         let mut h = Header::default();
+        let source = source.strip_prefix('\u{feff}').unwrap_or(source);
         for (i, raw) in source.lines().enumerate() {
             let line_no = i + 1;
             let line = raw.trim();
@@ -248,6 +317,7 @@ impl Header {
                         ));
                     }
                     h.name = Some(value.to_string());
+                    h.name_line = Some(line_no);
                 }
                 "description" => {
                     let d = h.description.get_or_insert_with(String::new);
@@ -273,15 +343,9 @@ impl Header {
                             format!("@timeout needs a number of seconds, got `{value}`"),
                         )
                     })?;
-                    if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
-                        return Err(bad(
-                            line_no,
-                            format!(
-                                "@timeout must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds"
-                            ),
-                        ));
-                    }
-                    h.timeout = Some(Duration::from_secs_f64(secs));
+                    let t = super::compile::check_timeout(secs, MAX_TIMEOUT_SECS)
+                        .map_err(|m| bad(line_no, format!("@timeout: {m}")))?;
+                    h.timeout = Some(t);
                 }
                 "uses" => {
                     h.uses_line.get_or_insert(line_no);
@@ -351,14 +415,11 @@ impl Header {
                     self.declared()
                 )));
             };
-            if !p.kind.accepts(v) {
-                return Err(Error::Usage(format!(
-                    "parameter `{k}` must be of type {}, got {}",
-                    p.kind.json_type(),
-                    json_type_name(v)
-                )));
-            }
-            out.insert(k.clone(), v.clone());
+            let v = p
+                .kind
+                .coerce(v)
+                .map_err(|m| Error::Usage(format!("parameter `{k}`: {m}")))?;
+            out.insert(k.clone(), v);
         }
         for p in &self.params {
             if out.contains_key(&p.name) {
@@ -504,12 +565,9 @@ fn default_value(kind: ParamType, text: &str) -> std::result::Result<Value, Stri
         return Ok(Value::String(text.to_string()));
     }
     let v: Value = serde_json::from_str(text)
-        .map_err(|_| format!("`{text}` is not a {}", kind.json_type()))?;
-    if kind.accepts(&v) {
-        Ok(v)
-    } else {
-        Err(format!("`{text}` is not a {}", kind.json_type()))
-    }
+        .map_err(|_| format!("`{text}` is not {}", kind.with_article()))?;
+    kind.coerce(&v)
+        .map_err(|m| format!("`{text}` is not {}: {m}", kind.with_article()))
 }
 
 #[cfg(test)]
@@ -557,7 +615,7 @@ mod tests {
             (
                 "---@param x integer=ten",
                 1,
-                "default `ten` is not a integer",
+                "default `ten` is not an integer",
             ),
             (
                 "---@param x string\n---@param x integer",
@@ -565,7 +623,8 @@ mod tests {
                 "declared twice",
             ),
             ("---@timeout soon", 1, "number of seconds"),
-            ("---@timeout 0", 1, "more than 0"),
+            ("---@timeout 0", 1, "at least 0.001 seconds (1 ms)"),
+            ("---@timeout 1e-12", 1, "at least 0.001 seconds (1 ms)"),
             ("---@parm x string", 1, "unknown tag `@parm`"),
             ("---@uses Read-File", 1, "not a tool name"),
             ("---@param 1x string", 1, "not a valid parameter name"),
@@ -582,6 +641,34 @@ mod tests {
             assert!(message.contains(what), "{src}: {message}");
             assert!(e.to_string().contains(&format!("t.lua:{line}: ")));
         }
+    }
+
+    #[test]
+    fn integers_are_whole_and_within_range_everywhere() {
+        let h = Header::parse("---@param n integer", "t.lua").unwrap();
+        let bind = |v: Value| h.bind(json!({ "n": v }).as_object().unwrap());
+        // 1.0 is the integer JSON Schema says it is, and reaches the program as one
+        assert_eq!(bind(json!(1.0)).unwrap()["n"], json!(1));
+        assert!(bind(json!(1.0)).unwrap()["n"].is_i64());
+        let e = bind(json!(1.5)).unwrap_err().to_string();
+        assert!(e.contains("must be an integer, got 1.5"), "{e}");
+        for big in [json!(18446744073709551615u64), json!(9.3e18), json!(-1e19)] {
+            let e = bind(big.clone()).unwrap_err().to_string();
+            assert!(e.contains("beyond the integer range"), "{big}: {e}");
+        }
+        let e = Header::parse("---@param n? integer=9223372036854775808", "t.lua").unwrap_err();
+        assert!(e.to_string().contains("beyond the integer range"), "{e}");
+        let e = h
+            .params_from_cli(&["n=18446744073709551615".into()])
+            .unwrap_err();
+        assert!(e.to_string().contains("beyond the integer range"), "{e}");
+        assert_eq!(
+            Header::parse("---@param n? integer=2.0", "t.lua")
+                .unwrap()
+                .params[0]
+                .default,
+            Some(json!(2))
+        );
     }
 
     #[test]
@@ -608,7 +695,7 @@ mod tests {
             )
             .unwrap_err()
             .to_string()
-            .contains("must be of type string")
+            .contains("parameter `text`: must be a string, got integer")
         );
         assert!(
             h.bind(&json!({"bogus": 1}).as_object().unwrap().clone())

@@ -224,7 +224,10 @@ pub fn render(
             charge(held, JSON_VALUE_COST)?;
             let mut out = Vec::with_capacity(a.len());
             for v in a {
-                out.push(render(v, params, results, held)?);
+                out.push(match unset(v, params) {
+                    true => Value::Null,
+                    false => render(v, params, results, held)?,
+                });
             }
             Value::Array(out)
         }
@@ -232,8 +235,10 @@ pub fn render(
             charge(held, JSON_VALUE_COST)?;
             let mut out = Map::new();
             for (k, v) in m {
-                charge(held, k.len())?;
-                out.insert(k.clone(), render(v, params, results, held)?);
+                if !unset(v, params) {
+                    charge(held, k.len())?;
+                    out.insert(k.clone(), render(v, params, results, held)?);
+                }
             }
             Value::Object(out)
         }
@@ -242,6 +247,14 @@ pub fn render(
             other.clone()
         }
     })
+}
+
+/// Whether `v` is exactly `${name}` for a parameter without a value (an optional one not
+/// given): its argument is left out (null in a list), as a custom tool's `$input` is. The
+/// compile refuses such a parameter inside longer text, where nothing could be left out.
+fn unset(v: &Value, params: &Map<String, Value>) -> bool {
+    let Value::String(s) = v else { return false };
+    matches!(parse(s).as_deref(), Ok([Part::Param(p)]) if !params.contains_key(p))
 }
 
 fn resolve(
@@ -373,9 +386,19 @@ mod tests {
                 .contains("must read the step's result")
         );
         assert!(
-            render3(&json!("${missing}"), &params(), &[])
+            render3(&json!("a ${missing}"), &params(), &[])
                 .unwrap_err()
                 .contains("`missing` has no value")
+        );
+        // a whole argument that is an unset parameter is left out (null in a list)
+        assert_eq!(
+            render3(
+                &json!({"a": "${missing}", "b": ["${missing}", 1], "c": "${count}"}),
+                &params(),
+                &[]
+            )
+            .unwrap(),
+            json!({"b": [null, 1], "c": 3})
         );
     }
 

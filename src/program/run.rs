@@ -340,7 +340,7 @@ async fn run_steps(
             Err(RenderError::Memory(e)) => {
                 return Err(step_failed(name, id, tool, &e, &report.records));
             }
-            Err(RenderError::Unresolved(m)) if !confirmed => {
+            Err(RenderError::Unresolved(m)) if !confirmed && results.waits_on_preview(args) => {
                 // A plan cannot know arguments that need a previewed step's result: the step is
                 // shown with its template, and the plan records it as such.
                 let template = template_value(args);

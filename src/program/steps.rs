@@ -161,6 +161,26 @@ impl Results {
         self.values.push(value);
     }
 
+    /// Whether `t` reads the result of an earlier step that has none (one previewed in a
+    /// plan): a plan shows such a step with its template; any other failure to fill it in
+    /// stops the plan as it stops a run.
+    pub(super) fn waits_on_preview(&self, t: &Template) -> bool {
+        use super::compile::{ArgRef, sample_args};
+        use super::interpolate::Part;
+        let Ok((_, refs)) = sample_args(t, &[]) else {
+            return false;
+        };
+        refs.iter().any(|(_, r)| match r {
+            ArgRef::Text(Part::Step { index, .. }, _) => {
+                matches!(self.values.get(*index), Some(None))
+            }
+            ArgRef::Placeholder(Placeholder::Step { id, .. }) => {
+                matches!(self.by_id(id), Some(None))
+            }
+            _ => false,
+        })
+    }
+
     /// The result of the step with this id; `None` when no earlier step has it.
     fn by_id(&self, id: &str) -> Option<&Option<Value>> {
         self.ids

@@ -121,7 +121,7 @@ async fn every_save_time_error_names_its_pointer() {
         (
             "bad default type",
             json!({"name": "r", "params": [{"name": "n", "type": "int", "default": "ten"}], "steps": [{"tool": "get_datetime"}]}),
-            "at /params/0/default: the default \"ten\" is not a int",
+            "at /params/0/default: the default \"ten\" is not an integer",
         ),
         (
             "bad param type",
@@ -239,7 +239,10 @@ async fn interpolation_in_a_real_run() {
     .await
     .unwrap_err()
     .to_string();
-    assert!(e.contains("parameter `n` must be of type integer"), "{e}");
+    assert!(
+        e.contains("parameter `n`: must be an integer, got string"),
+        "{e}"
+    );
     // missing keys and indexes at run time stop the run with the path
     save(
         &t,

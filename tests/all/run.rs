@@ -128,8 +128,9 @@ fn exit_codes_and_messages() {
     let v = json_out(&lmcp(d, &["run", &boom, "--json"]));
     assert_eq!(v["outcome"], "failed");
     assert_eq!(v["output"], "before\n");
+    // a script that does not compile is refused before its run, like a save
     let syntax = write(d, "s.lua", "if then");
-    assert_eq!(code(&["run", &syntax]), 1);
+    assert_eq!(code(&["run", &syntax]), 2);
     let forever = write(d, "f.lua", "while true do end");
     let out = lmcp(d, &["run", &forever, "--timeout", "0.3"]);
     assert_eq!(out.status.code(), Some(1));

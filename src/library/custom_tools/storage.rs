@@ -100,11 +100,14 @@ pub fn load_file(host: &Host, path: &Path) -> Option<ToolSpec> {
     }
 }
 
-/// Saves (and registers) a definition; the tool is callable as soon as this returns.
-pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Compiled>, bool)> {
+/// Saves (and registers) a definition; the tool is callable as soon as this returns. The
+/// definition is compiled before the file is touched: one that does not compile changes
+/// nothing on disk.
+pub fn save(host: &Host, def: Definition, replace: bool) -> Result<(Arc<Compiled>, bool)> {
     let name = def.name.clone();
+    let mut compiled = compile(host.registry(), def)?;
     let path = file(host, &name);
-    let saving = Saving::<Definition>::begin(host, &path, replace, "definition")?;
+    let saving = Saving::<Definition>::begin(&path, replace, |d| fits(d, &path))?;
     let existing = &saving.existing;
     let exists = existing.is_some() || host.registry().get(&name).is_some();
     if exists && !replace {
@@ -120,19 +123,40 @@ pub fn save(host: &Host, mut def: Definition, replace: bool) -> Result<(Arc<Comp
         )));
     }
     let now = store::timestamp();
+    let def = &mut compiled.definition;
     def.created = existing
         .as_ref()
         .and_then(|d| d.created.clone())
         .or_else(|| Some(now.clone()));
     def.updated = Some(now);
-    let compiled = Arc::new(compile(host.registry(), def)?);
-    saving.write(&compiled.definition)?;
+    let compiled = Arc::new(compiled);
+    saving.write(host, &compiled.definition, "definition")?;
     host.registry().register_or_replace(
         compiled.spec.clone(),
         workflow_handler(Arc::clone(&compiled)),
     )?;
     crate::library::noted_custom_tool(host, &path);
     Ok((compiled, exists))
+}
+
+/// Why a stored definition that parsed cannot be saved over as it is: a format this lmcp does
+/// not read, or a tool name that is not its file's.
+fn fits(d: &Definition, path: &Path) -> std::result::Result<(), String> {
+    if d.format != super::FORMAT {
+        return Err(format!(
+            "it is of definition format {}; this lmcp reads format {}",
+            d.format,
+            super::FORMAT
+        ));
+    }
+    let stem = file_stem_of(path);
+    if d.name != stem {
+        return Err(format!(
+            "it holds the tool `{}`, but the file name must match the tool name",
+            d.name
+        ));
+    }
+    Ok(())
 }
 
 /// Deletes a custom tool: its file and its registration.

@@ -124,9 +124,10 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
         "type": "object",
         "properties": {
             "name": {"type": "string"},
-            "type": {"type": "string", "enum": ["string", "number", "integer", "boolean", "object", "array"]},
+            "type": {"type": "string", "enum": ["string", "integer", "int", "number", "boolean", "bool", "object", "table", "array"]},
             "description": {"type": "string"},
-            "required": {"type": "boolean"}
+            "required": {"type": "boolean"},
+            "default": {"description": "The value used when a call leaves it out (makes it optional)"}
         },
         "required": ["name", "type"],
         "additionalProperties": false
@@ -147,7 +148,9 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
         "Save a named, reusable workflow as a new tool, discoverable at once and kept across \
          restarts. Discover existing tools first; prefer a direct call for one-off work. Names start \
          with user_. Give a precise description and typed parameters [{name, type (string, number, \
-         integer, boolean, object, array), description, required}], then either JSON steps [{id \
+         integer, boolean, object, array), description, required, default}] — a custom tool's \
+         parameter is optional unless it says required: true (a recipe's is required unless it \
+         has a default or says required: false) — then either JSON steps [{id \
          (unique), tool (an existing leaf tool), arguments}] or a Lua body (`lua`, a program with a \
          ---@param header and ---@uses listing the tools it calls). In arguments, {\"$input\": \
          \"name\"} substitutes an input and {\"$step\": \"earlier_id\", \"path\": \"result\"} reads an \

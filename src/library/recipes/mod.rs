@@ -90,11 +90,12 @@ impl Recipe {
 pub const POLICY: Policy = Policy {
     what: "recipe",
     intent: Intent::Save,
-    header_name: false,
+    header_name: true,
     callable: &[Kind::Leaf, Kind::Workflow, Kind::Gateway],
     not_steps: &[(
         "recipe_run",
-        "a recipe does not run another recipe (authoring tools and recipe_run cannot be steps)",
+        "a recipe step does not run another recipe (a Lua recipe may, listing recipe_run in \
+         `---@uses`)",
     )],
     max_steps: MAX_STEPS,
     unmarked_required: true,
@@ -204,6 +205,10 @@ pub fn check(registry: &Registry, mut manifest: Manifest) -> Result<Recipe> {
     };
     let program = compile(source, registry)
         .map_err(|p| bad(&name, p.pointer("/lua"), p.located_message()))?;
+    // The description a Lua header gives is the recipe's, whichever door saved it.
+    if manifest.description.is_none() && !program.description.is_empty() {
+        manifest.description = Some(program.description.clone());
+    }
     Ok(Recipe { manifest, program })
 }
 

@@ -1,7 +1,7 @@
 //! Where recipes live: one JSON file per recipe under `DATA/recipes/`, named by its slug,
 //! written atomically under a file lock; a corrupt file is reported and hides nothing else.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -17,6 +17,7 @@ use crate::store::{self, FileLock};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Stored {
+    /// The stored format's version ([`FORMAT`]).
     format: u32,
     /// The manifest as saved.
     pub(super) manifest: Manifest,
@@ -25,6 +26,9 @@ pub(super) struct Stored {
     /// When it was last saved (RFC 3339).
     pub(super) updated: String,
 }
+
+/// The version of the stored recipe format this lmcp writes and reads.
+const FORMAT: u32 = 1;
 
 fn dir(host: &Host) -> PathBuf {
     host.paths().data_dir.join("recipes")
@@ -53,6 +57,15 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
             .unwrap_or_else(|| "; recipe_list (`lmcp recipe list`) lists them".into());
         Error::Refused(format!("there is no recipe \"{name}\"{hint}"))
     })?;
+    if let Err(why) = fits(&stored, &path) {
+        return Err(Error::Corrupt {
+            path,
+            message: format!(
+                "{why}; delete it (`lmcp recipe delete` with the file's name) or save over it \
+                 with replace"
+            ),
+        });
+    }
     // Found by its exact name (after NFC): the file name is only a slug of it.
     if normal_name(&stored.manifest.name) != *name {
         return Err(Error::Refused(format!(
@@ -63,12 +76,33 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
     Ok(stored)
 }
 
+/// Why a stored recipe that parsed cannot be used as it is: a format this lmcp does not read,
+/// or a name whose file is another (the file name must be the slug of the recipe's name).
+fn fits(stored: &Stored, path: &Path) -> std::result::Result<(), String> {
+    if stored.format != FORMAT {
+        return Err(format!(
+            "it is of recipe format {}; this lmcp reads format {FORMAT}",
+            stored.format
+        ));
+    }
+    let own = format!("{}.json", slug(&stored.manifest.name));
+    if crate::library::file_name_of(path) != own {
+        return Err(format!(
+            "it holds the recipe \"{}\", whose file is {own}: the file name must match the \
+             recipe's name",
+            stored.manifest.name
+        ));
+    }
+    Ok(())
+}
+
 /// Saves a recipe after checking it; returns the checked recipe and whether one was replaced.
+/// The recipe is checked before its file is touched.
 pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, bool)> {
     let recipe = check(host.registry(), manifest)?;
     let name = recipe.manifest.name.clone();
     let path = file(host, &name);
-    let saving = Saving::<Stored>::begin(host, &path, replace, "recipe")?;
+    let saving = Saving::<Stored>::begin(&path, replace, |s| fits(s, &path))?;
     let existing = &saving.existing;
     if let Some(old) = &existing {
         if normal_name(&old.manifest.name) != name {
@@ -87,14 +121,14 @@ pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, b
     }
     let now = store::timestamp();
     let stored = Stored {
-        format: 1,
+        format: FORMAT,
         manifest: recipe.manifest.clone(),
         created: existing
             .as_ref()
             .map_or_else(|| now.clone(), |o| o.created.clone()),
         updated: now,
     };
-    saving.write(&stored)?;
+    saving.write(host, &stored, "recipe")?;
     Ok((recipe, existing.is_some()))
 }
 
@@ -112,15 +146,18 @@ pub fn list(host: &Host) -> (Vec<Value>, Vec<String>) {
     paths.sort();
     for path in paths {
         match store::read_json::<Stored>(&path) {
-            Ok(Some(s)) => out.push(json!({
-                "name": s.manifest.name,
-                "description": s.manifest.description,
-                "body": if s.manifest.lua.is_some() { "lua" } else { "steps" },
-                "step_count": s.manifest.steps.as_ref().map_or(0, Vec::len),
-                "params": s.manifest.params,
-                "created": s.created,
-                "updated": s.updated,
-            })),
+            Ok(Some(s)) => match fits(&s, &path) {
+                Err(why) => problems.push(format!("{}: {why}; skipped", path.display())),
+                Ok(()) => out.push(json!({
+                    "name": s.manifest.name,
+                    "description": s.manifest.description,
+                    "body": if s.manifest.lua.is_some() { "lua" } else { "steps" },
+                    "step_count": s.manifest.steps.as_ref().map_or(0, Vec::len),
+                    "params": s.manifest.params,
+                    "created": s.created,
+                    "updated": s.updated,
+                })),
+            },
             Ok(None) => {}
             Err(e) => problems.push(format!("{e}; skipped")),
         }
@@ -128,10 +165,15 @@ pub fn list(host: &Host) -> (Vec<Value>, Vec<String>) {
     (out, problems)
 }
 
-/// Deletes a saved recipe.
+/// Deletes a saved recipe; a file under the name's file that cannot be used (it does not
+/// parse, or holds a recipe that belongs in another file) is deleted by that name too, since
+/// nothing else can reach it.
 pub fn delete(host: &Host, name: &str) -> Result<()> {
-    let stored = load(host, name)?;
-    let path = file(host, &stored.manifest.name);
+    let path = match load(host, name) {
+        Ok(stored) => file(host, &stored.manifest.name),
+        Err(Error::Corrupt { path, .. }) => path,
+        Err(e) => return Err(e),
+    };
     let _lock = FileLock::acquire(&path)?;
     std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))
 }

@@ -195,7 +195,10 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "Save a reusable recipe — a named, ordered sequence of tool calls with parameters — so it \
          can be run again any time with recipe_run. The manifest: {\"name\": string (required), \
          \"description\": string, \"schema_version\": 1, \"params\": [{\"name\": string, \"type\": \
-         \"string\"|\"int\"|\"bool\", \"default\": any}], \"steps\": [...] (required, non-empty), \
+         \"string\"|\"integer\"|\"number\"|\"boolean\"|\"object\"|\"array\", \"required\": bool, \
+         \"default\": any}] (a recipe's param is required unless it has a default or says \
+         required: false; a custom tool's is optional unless it says required: true; an optional \
+         one without a default may only be a whole arg, \"${name}\", left out when not given), \"steps\": [...] (required, non-empty), \
          \"outputs\": [{\"kind\": string}]}. A step is {\"tool\": NAME, \"args\": {...}} or a pause \
          {\"wait\": {\"seconds\": N}} (also {\"wait\": N}). Any arg string may interpolate a declared \
          param with ${name}; an arg that is exactly \"${name}\" keeps the param's type. A later step \

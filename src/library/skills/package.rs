@@ -381,7 +381,7 @@ pub struct SkillScript {
 pub const POLICY: Policy = Policy {
     what: "skill script",
     intent: Intent::Save,
-    header_name: false,
+    header_name: true,
     callable: &[Kind::Leaf],
     not_steps: &[],
     max_steps: 0,
