@@ -259,7 +259,18 @@ pub fn compile(mut source: Source, registry: &Registry) -> Result<Program, Probl
 /// The declared parameters, checked: identifiers, no duplicates, known types, defaults of
 /// their type.
 fn check_params(source: &Source) -> Result<Vec<ParamSpec>, Problem> {
-    let mut out: Vec<ParamSpec> = Vec::new();
+    if source.params.len() > MAX_PARAMS {
+        return Err(Problem::at(
+            source.params_at.clone(),
+            format!(
+                "{} parameters are declared; a program takes at most {MAX_PARAMS}: pass a table \
+                 or an object as one parameter instead",
+                source.params.len()
+            ),
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut out: Vec<ParamSpec> = Vec::with_capacity(source.params.len());
     for (i, p) in source.params.iter().enumerate() {
         let at = format!("{}/{i}", source.params_at);
         if !is_identifier(&p.name) {
@@ -271,7 +282,7 @@ fn check_params(source: &Source) -> Result<Vec<ParamSpec>, Problem> {
                 ),
             ));
         }
-        if out.iter().any(|q| q.name == p.name) {
+        if !names.insert(p.name.as_str()) {
             return Err(Problem::at(
                 format!("{at}/name"),
                 format!("parameter `{}` is declared twice", p.name),
@@ -596,6 +607,14 @@ fn compile_lua_body(
 
 /// Longest wait step, in seconds.
 pub const MAX_WAIT_SECS: f64 = 3600.0;
+
+/// Most parameters a program declares. Far above any real one; past it a save is refused
+/// before any check whose cost grows with the count (a header of 100,000 params once kept a
+/// save busy for more than 20 s).
+pub const MAX_PARAMS: usize = 256;
+
+/// Most tool names one program's `---@uses` lists (each looked up and shown in its question).
+pub const MAX_USES: usize = 1000;
 
 /// Shortest timeout, in seconds (1 ms): a shorter one rounds to nothing, and every call of
 /// the program would time out.

@@ -327,6 +327,16 @@ impl Header {
                     d.push_str(value);
                 }
                 "param" => {
+                    if h.params.len() == super::compile::MAX_PARAMS {
+                        return Err(bad(
+                            line_no,
+                            format!(
+                                "more than {} parameters; a program takes at most that many: \
+                                 pass a table as one parameter instead",
+                                super::compile::MAX_PARAMS
+                            ),
+                        ));
+                    }
                     let p = parse_param(value, line_no)?;
                     if h.params.iter().any(|q| q.name == p.name) {
                         return Err(bad(
@@ -362,6 +372,15 @@ impl Header {
                             ));
                         }
                         if !list.iter().any(|n| n == name) {
+                            if list.len() == super::compile::MAX_USES {
+                                return Err(bad(
+                                    line_no,
+                                    format!(
+                                        "@uses lists more than {} tools, the most a program may",
+                                        super::compile::MAX_USES
+                                    ),
+                                ));
+                            }
                             list.push(name.to_string());
                         }
                     }

@@ -89,3 +89,44 @@ async fn custom_tool_params_take_defaults_and_every_type_name() {
     let r = call_yes(&t.host, "user_def", json!({})).await.unwrap();
     assert_eq!(r["result"]["value"], json!(5), "{r}");
 }
+
+/// 100,000 parameters, in a JSON recipe, a JSON custom tool and a Lua header, are refused at
+/// once with the limit named (a save once ran for more than 20 s on them); 256 still save.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameter_counts_are_bounded() {
+    let t = TestHost::new();
+    let many = |n: usize| -> Vec<serde_json::Value> {
+        (0..n)
+            .map(|i| json!({"name": format!("p{i}"), "type": "string", "default": "x"}))
+            .collect()
+    };
+    let recipe = json!({"name": "wide", "params": many(100_000),
+        "steps": [{"tool": "calculate", "args": {"expression": "1"}}]});
+    let e = call_yes(&t.host, "recipe_save", json!({"manifest": recipe}))
+        .await
+        .unwrap_err();
+    assert!(e.contains("at most 256") && e.contains("/params"), "{e}");
+    let tool = json!({"name": "user_wide", "description": "d", "parameters": many(100_000),
+        "steps": [{"id": "a", "tool": "calculate", "arguments": {"expression": "1"}}]});
+    let e = call_yes(&t.host, "custom_tool_create", tool)
+        .await
+        .unwrap_err();
+    assert!(e.contains("at most 256"), "{e}");
+    let header: String = (0..100_000)
+        .map(|i| format!("---@param p{i}? string\n"))
+        .collect();
+    let lua = format!("---@name user_wide_lua\n---@description d\n{header}return 1\n");
+    let e = call_yes(
+        &t.host,
+        "custom_tool_create",
+        json!({"name": "user_wide_lua", "description": "d", "lua": lua}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("at most that many") && e.contains(":259"), "{e}");
+    let fits = json!({"name": "wide_ok", "params": many(256),
+        "steps": [{"tool": "calculate", "args": {"expression": "1"}}]});
+    call_yes(&t.host, "recipe_save", json!({"manifest": fits}))
+        .await
+        .unwrap();
+}
