@@ -257,6 +257,9 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                         escape_controls(&calls)
                     ));
                 }
+                if let Some(note) = skills::secrets_note(&package.md, &scripts) {
+                    super::door::outln(&format!("  {note}"));
+                }
             }
             let go = yes || (std::io::stdin().is_terminal() && !json && ask("Install it?")?);
             if !go {
@@ -341,6 +344,35 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                             }
                         ))
                     })?,
+                );
+            }
+            let secret_keys: Vec<&str> = given
+                .keys()
+                .filter(|k| record["skill"]["config"][k.as_str()]["secret"] == true)
+                .map(String::as_str)
+                .collect();
+            if !json && !secret_keys.is_empty() {
+                let readers: Vec<String> = record["skill"]["scripts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        let may = match &s["may_call"] {
+                            Value::String(t) => t.clone(),
+                            other => other.to_string(),
+                        };
+                        format!("{} (may call {may})", s["name"].as_str().unwrap_or("?"))
+                    })
+                    .collect();
+                errln!(
+                    "{} secret: lmcp never shows it again, but every script of `{name}` reads it \
+                     and is trusted with it — one that may write or send can pass it on: {}",
+                    secret_keys.join(", "),
+                    if readers.is_empty() {
+                        "no script yet".to_string()
+                    } else {
+                        readers.join("; ")
+                    }
                 );
             }
             let v = gated(

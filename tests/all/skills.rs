@@ -682,3 +682,40 @@ async fn new_scripts_never_get_the_secrets_set_for_the_old_ones() {
         "Hi"
     );
 }
+
+/// Installing and configuring a skill with a secret tells the person what holds: lmcp never
+/// shows it, and the skill's scripts, named with what they may call, are trusted with it.
+#[test]
+fn a_secret_is_given_with_its_readers_named() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/skills/team-standup");
+    let out = crate::common::lmcp(home.path(), &["skill", "install", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("secrets webhook_token")
+            && text.contains("write_standup (may call get_datetime, write_file)"),
+        "{text}"
+    );
+    crate::common::lmcp_ok(
+        home.path(),
+        &["skill", "install", dir.to_str().unwrap(), "--yes"],
+    );
+    let out = crate::common::lmcp_ok(
+        home.path(),
+        &[
+            "skill",
+            "config",
+            "team-standup",
+            "webhook_token=s3cr3t-value",
+            "--yes",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("webhook_token secret")
+            && err.contains("trusted")
+            && err.contains("write_standup"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr3t-value"), "{err}");
+}

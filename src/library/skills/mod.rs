@@ -27,7 +27,7 @@ mod tools;
 
 pub use package::{
     ConfigField, FieldType, Package, SkillMd, SkillScript, check_package, parse_skill_md,
-    valid_name,
+    secrets_note, valid_name,
 };
 pub(super) use storage::load_indexed;
 pub use storage::{

@@ -516,3 +516,68 @@ pub fn check_package(
         references: refs,
     })
 }
+
+/// What a person is told before a skill gets secrets: lmcp never shows a stored secret, but a
+/// skill's scripts are trusted with their own, so the note names the secrets, the scripts that
+/// read them (every one: config is the skill's) and what each may call, by its `---@uses` as
+/// written. `None` when the skill declares no secret. `scripts` are (name, code).
+pub fn secrets_note(md: &SkillMd, scripts: &[(String, String)]) -> Option<String> {
+    let secrets: Vec<&str> = md
+        .config
+        .iter()
+        .filter(|(_, f)| f.secret)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if secrets.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = scripts
+        .iter()
+        .map(|(name, code)| {
+            let name = name.strip_suffix(".lua").unwrap_or(name);
+            let uses = declared_uses(code);
+            if uses.is_empty() {
+                format!("{name} (read tools only)")
+            } else {
+                format!("{name} (may call {})", uses.join(", "))
+            }
+        })
+        .collect();
+    let readers = if each.is_empty() {
+        "no script yet".to_string()
+    } else {
+        each.join("; ")
+    };
+    Some(format!(
+        "secrets {}: lmcp never shows them, but every script of the skill reads them and is \
+         trusted with them — one that may write or send can pass them on: {readers}",
+        secrets.join(", ")
+    ))
+}
+
+/// The tool names a script's header lists in `---@uses` lines, as written (the header ends at
+/// its first line that is not a comment).
+fn declared_uses(code: &str) -> Vec<String> {
+    let mut uses = Vec::new();
+    for line in code.lines() {
+        let line = line.trim_start_matches('\u{feff}').trim();
+        if line.is_empty() || line.starts_with("#!") {
+            continue;
+        }
+        if !line.starts_with("--") {
+            break;
+        }
+        if let Some(list) = line.strip_prefix("---@uses") {
+            for name in list
+                .split([',', ' '])
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+            {
+                if !uses.iter().any(|u| u == name) && uses.len() < 64 {
+                    uses.push(name.to_string());
+                }
+            }
+        }
+    }
+    uses
+}

@@ -238,7 +238,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     )
     .effect(Effect::Write, write)
     .kind(Kind::Authoring)
-    .summary(|a| format!("install a skill with {} script(s)", a["scripts"].as_array().map_or(0, Vec::len)));
+    .summary(install_summary);
     registry.register_builtin(
         install_spec,
         handler(|inv| async move {
@@ -339,4 +339,54 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         }),
     )?;
     Ok(())
+}
+
+/// The question for `skill_install`: how many scripts, and who reads the skill's secrets with
+/// what they may call (a skill's scripts are trusted with its secrets).
+fn install_summary(a: &Value) -> String {
+    let scripts: Vec<(String, String)> = a["scripts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or("").to_string(),
+                s["code"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let mut out = format!("install a skill with {} script(s)", scripts.len());
+    if let Ok(md) = super::parse_skill_md(a["skill_md"].as_str().unwrap_or(""))
+        && let Some(note) = super::secrets_note(&md, &scripts)
+    {
+        out.push_str("; ");
+        out.push_str(&note);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The question for installing the example skill with a secret names the secret, its
+    /// reader and what that reader may call.
+    #[test]
+    fn the_install_question_names_who_reads_the_secrets() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/skills/team-standup");
+        let md = std::fs::read_to_string(dir.join("SKILL.md")).unwrap();
+        let code = std::fs::read_to_string(dir.join("scripts/write_standup.lua")).unwrap();
+        let args =
+            json!({"skill_md": md, "scripts": [{"name": "write_standup.lua", "code": code}]});
+        let q = install_summary(&args);
+        assert!(
+            q.starts_with("install a skill with 1 script(s); secrets webhook_token:")
+                && q.contains("trusted")
+                && q.contains("write_standup (may call get_datetime, write_file)"),
+            "{q}"
+        );
+        let plain = json!({"skill_md": "---\nname: x\ndescription: y\n---\nbody", "scripts": []});
+        assert_eq!(install_summary(&plain), "install a skill with 0 script(s)");
+    }
 }
