@@ -12,6 +12,8 @@
 //! - **Only the terminal writer writes.** Every byte for stdout or stderr goes through
 //!   [`crate::text::terminal`], which escapes control characters in what lmcp did not write
 //!   itself; no other file names a way to either stream.
+//! - **Every host-memory charge point is listed.** The files that charge a run's host memory
+//!   budget are exactly those its table in `src/gate/host_memory.rs` names.
 
 use std::path::{Path, PathBuf};
 
@@ -254,4 +256,55 @@ fn the_output_scan_sees_each_way_once() {
     assert_eq!(output_ways("w: &mut Stdout,"), ["Stdout"]);
     assert!(output_ways("outln!(\"x\"); // println! in a comment").is_empty());
     assert!(output_ways("let stdout_lines = 3;").is_empty());
+}
+
+/// Whether a line of code charges a run's host memory.
+fn charges_host_memory(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or("");
+    [
+        "hold_nothing()",
+        ".hold(",
+        "charge(held",
+        ".cover(",
+        "to_json_held(",
+    ]
+    .iter()
+    .any(|way| code.contains(way))
+}
+
+#[test]
+fn every_host_memory_charge_point_is_listed() {
+    let src = src_dir();
+    let doc = std::fs::read_to_string(src.join("gate/host_memory.rs")).expect("readable");
+    let listed: std::collections::BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `src/"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut charging = std::collections::BTreeSet::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(&src)
+            .expect("under src/")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "gate/host_memory.rs" || rel == "house_rules.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("readable");
+        // a file's own tests may charge a budget of their own
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        if code.lines().any(charges_host_memory) {
+            charging.insert(rel);
+        }
+    }
+    assert!(listed.len() >= 5, "the table was read: {listed:?}");
+    assert_eq!(
+        charging, listed,
+        "the charge points in src/ and the table in src/gate/host_memory.rs differ: list each \
+         file that charges a run's host memory there, with what it holds and why"
+    );
 }

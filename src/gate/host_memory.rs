@@ -9,19 +9,21 @@
 //! its parent's (the budget travels in the [`CallContext`](super::CallContext)). Past the
 //! budget, the run fails with [`Error::Limit`] naming it.
 //!
-//! The charge points, and why each exists (a test in `tests/all/memory.rs` drives each with a
-//! hostile program in a child process and bounds its peak RSS):
+//! The charge points, and why each exists. A test in `tests/all/memory.rs` drives them with
+//! hostile programs in a child process and bounds its peak RSS; `house_rules` fails when a file
+//! charges this budget without a row here, or a row names a file that charges nothing.
 //!
-//! | where | what is held, and for how long |
+//! | file | what is held, and for how long |
 //! |---|---|
-//! | `program::interpolate::render`, `program::steps::fill` | a step's arguments, as they are built, until the step's call returns |
-//! | `program::steps::Results` | each step's result, for the rest of the run (later steps may read it) |
-//! | `gate::plan::Plan::record` | each plan entry (the call's arguments), for each plan level that keeps it, while the plan lives |
-//! | `script::vm::RunState::preview` | each preview a Lua run keeps, until the run hands them over |
-//! | `script::vm::RunState::capture` | captured output, until the run hands it over |
-//! | `script::patterns::gsub` | the string `gsub` builds, until Lua has copied it |
-//! | `script::convert::to_json` | the JSON a Lua value becomes (tool arguments, `json.encode`), while it lives |
-//! | `script::api` `json.encode` | the text JSON becomes, until Lua has copied it |
+//! | `src/program/interpolate.rs` | a step's arguments as `${...}` fills them in, as they grow, until the step's call returns (a parameter embedded 65,536 times) |
+//! | `src/program/steps.rs` | a custom tool step's arguments as `$input`/`$step` fill them in (an input copied into every step) |
+//! | `src/program/run.rs` | each step's arguments and result as the run keeps them for later steps and its report, until it ends |
+//! | `src/gate/mod.rs` | each plan entry (the call's arguments), once per plan level that keeps it, while the plan lives |
+//! | `src/script/vm.rs` | each preview a Lua run keeps (a loop of unconfirmed writes) and its captured output, until the run hands them over |
+//! | `src/script/bridge.rs` | a tool call's arguments as JSON, until the call returns |
+//! | `src/script/convert.rs` | the JSON a Lua table becomes, as it grows (a subtable mentioned many times is a copy each time) |
+//! | `src/script/api.rs` | `json.encode`'s text as serde writes it, and the hold `gsub` builds on, until Lua has copied them |
+//! | `src/script/patterns.rs` | the string `gsub` builds, as it grows (a replacement of 4,096 `%0`s) |
 //!
 //! What Lua itself allocates (`string.rep`, `string.format`, `table.concat`, tables) is the VM's
 //! limit's, not this budget's.
