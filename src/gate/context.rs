@@ -499,6 +499,21 @@ impl Outcome {
 mod tests {
     use super::*;
 
+    /// A nested run charges its parent's host memory: a program run inside another keeps the
+    /// budget it finds in its context; only a call tree's first run makes one.
+    #[test]
+    fn nested_runs_share_the_first_runs_host_memory() {
+        let root = CallContext::root(Origin::Cli, ConfirmMode::Confirmed);
+        assert!(root.host_memory().is_none(), "a call outside runs has none");
+        let outer = root.in_run(1000);
+        let inner = outer.child().child().in_run(1 << 30);
+        let (a, b) = (outer.host_memory().unwrap(), inner.host_memory().unwrap());
+        assert!(Arc::ptr_eq(a, b));
+        assert_eq!(b.limit(), 1000);
+        let _held = b.hold(600, "inner").unwrap();
+        assert!(a.hold(600, "outer").is_err(), "one budget for the tree");
+    }
+
     #[test]
     fn children_go_deeper_and_never_raise_the_mode() {
         let root = CallContext::root(Origin::Cli, ConfirmMode::Preview);
