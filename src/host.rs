@@ -19,8 +19,34 @@ use crate::gate::{CallRequest, Caller, History, Outcome};
 use crate::registry::{Availability, Invocation, Profile, Registry, Tool, Transport};
 use crate::store::{self, Paths};
 
-/// A file's (or a folder's files') modification times and sizes: a change to any shows.
-pub type Stamp = Vec<(SystemTime, u64)>;
+/// A file's (or a folder's files') stamps: a change to any shows.
+pub type Stamp = Vec<FileStamp>;
+
+/// One file as a stamp sees it: its modification time and size, and (on unix) its change time
+/// and inode. The change time is the kernel's: `touch -r` can put a modification time back, but
+/// any write or rename moves the change time on, so a file edited to its old size and time
+/// still shows as changed.
+pub type FileStamp = (SystemTime, u64, i64, i64, u64);
+
+/// The stamp of one file from its metadata.
+pub fn file_stamp_of(meta: &std::fs::Metadata) -> FileStamp {
+    let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (
+            modified,
+            meta.len(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+            meta.ino(),
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        (modified, meta.len(), 0, 0, 0)
+    }
+}
 
 /// What the program stores (custom tool files, skill folders) looked like when a long-running
 /// server last synced its registry with them; the library keeps it up to date.

@@ -189,6 +189,9 @@ const OUTPUT_WAYS: &[&str] = &[
     "/dev/tty",
     "/dev/stdout",
     "/dev/stderr",
+    // a library's own printer (clap's `Error::print`, `Error::exit`)
+    ".print()",
+    ".exit()",
 ];
 
 /// The files allowed to name them: the writer itself, and this file, which lists them.

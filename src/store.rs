@@ -170,7 +170,10 @@ impl OwnFolders {
                 continue;
             }
             let Ok(entries) = fs::read_dir(&dir) else {
-                return dir.exists();
+                if dir.exists() {
+                    return true;
+                }
+                continue;
             };
             for entry in entries.flatten() {
                 seen += 1;

@@ -450,7 +450,14 @@ pub fn main() -> ExitCode {
     let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
-            let _ = e.print();
+            // clap's own text quotes what was typed (a file name someone else chose, in
+            // `lmcp pdf *.jpg`): plain, through the terminal writer like everything else
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                errw!("{text}");
+            } else {
+                super::door::out(&text);
+            }
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
@@ -643,7 +650,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             let log = gated(host, "friction_log", json!({}), false, false)
                 .await
                 .into_result()?;
-            let text = serde_json::to_string_pretty(&log).unwrap_or_default();
+            let text = crate::text::terminal::json(&log, true);
             emit(json, &log, || text);
             Ok(0)
         }

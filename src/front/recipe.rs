@@ -120,7 +120,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
         RecipeCommand::Show { name } => {
             let v = done(gated(host, "recipe_get", json!({"name": name}), false, false).await)?;
             emit(json, &v, || {
-                serde_json::to_string_pretty(&v["manifest"]).unwrap_or_default()
+                crate::text::terminal::json(&v["manifest"], true)
             });
             Ok(0)
         }
@@ -203,7 +203,7 @@ pub async fn recipe(host: &Arc<Host>, command: RecipeCommand, json: bool) -> Res
         } => {
             let bundle =
                 done(gated(host, "recipe_export", json!({"name": name}), false, false).await)?;
-            let text = serde_json::to_string_pretty(&bundle).unwrap_or_default() + "\n";
+            let text = crate::text::terminal::json(&bundle, true) + "\n";
             match output {
                 Some(path) => {
                     write_output(host, &path, text.as_bytes(), force)?;
@@ -447,7 +447,7 @@ pub fn render_report(report: &Value, rerun: &str) -> String {
     if confirmed {
         out.push_str(&format!(
             "result: {}\n",
-            serde_json::to_string_pretty(&report["result"]).unwrap_or_default()
+            crate::text::terminal::json(&report["result"], true)
         ));
     } else {
         let hash = report["plan_hash"].as_str().unwrap_or("");

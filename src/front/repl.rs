@@ -473,12 +473,18 @@ impl Session {
     fn refresh_globals(&self) {
         let mut snapshot = Vec::new();
         let _ = self.vm.env().for_each::<mlua::Value, mlua::Value>(|k, v| {
-            if let mlua::Value::String(k) = k {
+            // Only names Lua can spell after `.` are offered: the line editor draws candidates
+            // itself, and a key read from someone's file could hold terminal controls.
+            if let mlua::Value::String(k) = k
+                && crate::program::compile::is_identifier(&k.to_string_lossy())
+            {
                 let name = k.to_string_lossy();
                 let mut members = Vec::new();
                 if let mlua::Value::Table(t) = v {
                     let _ = t.for_each::<mlua::Value, mlua::Value>(|mk, _| {
-                        if let mlua::Value::String(mk) = mk {
+                        if let mlua::Value::String(mk) = mk
+                            && crate::program::compile::is_identifier(&mk.to_string_lossy())
+                        {
                             members.push(mk.to_string_lossy());
                         }
                         Ok(())

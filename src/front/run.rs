@@ -237,10 +237,7 @@ fn render(value: &Value, previews: &[Preview]) -> String {
     let mut out = match value {
         Value::Null => String::new(),
         Value::String(s) => format!("{s}\n"),
-        other => format!(
-            "{}\n",
-            serde_json::to_string_pretty(other).unwrap_or_default()
-        ),
+        other => format!("{}\n", crate::text::terminal::json(other, true)),
     };
     if !previews.is_empty() {
         out.push_str(&format!(

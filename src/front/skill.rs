@@ -86,8 +86,10 @@ async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<V
         .into_result()
 }
 
-/// Reads a skill folder into `skill_install`'s arguments.
-pub fn package_args(dir: &Path) -> Result<Value> {
+/// Reads a skill folder into `skill_install`'s arguments. `lmcp_own` are lmcp's own folders: a
+/// file of the package that is a hard link to one of lmcp's files (its HTTP token, say) is
+/// refused like a link leading outside.
+pub fn package_args(dir: &Path, lmcp_own: &crate::store::OwnFolders) -> Result<Value> {
     let package = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
     // Every file read must be the package's own: a link leading outside it (to a key, say)
     // is refused, naming it. Sizes are checked before anything is read.
@@ -100,9 +102,19 @@ pub fn package_args(dir: &Path) -> Result<Value> {
                 real.display()
             )));
         }
-        let len = std::fs::metadata(&real)
-            .map_err(|e| Error::io(path, e))?
-            .len();
+        let meta = std::fs::metadata(&real).map_err(|e| Error::io(path, e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if meta.is_file() && meta.nlink() > 1 && lmcp_own.holds_file((meta.dev(), meta.ino())) {
+                return Err(Error::Refused(format!(
+                    "{} is a hard link to one of lmcp's own files (settings or data), which no \
+                     package may carry; copy the file you meant into the package instead",
+                    path.display()
+                )));
+            }
+        }
+        let len = meta.len();
         if len > skills::MAX_FILE_BYTES as u64 {
             return Err(Error::Limit {
                 what: format!("{} is {len} bytes", path.display()),
@@ -212,7 +224,7 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
             Ok(0)
         }
         SkillCommand::Install { dir, yes } => {
-            let args = package_args(&dir)?;
+            let args = package_args(&dir, &crate::store::OwnFolders::of(host.paths()))?;
             let scripts: Vec<(String, String)> = args["scripts"]
                 .as_array()
                 .into_iter()
@@ -311,7 +323,7 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
             .await?;
             emit(json, &v, || {
                 let mut out = v["output"].as_str().unwrap_or("").to_string();
-                out.push_str(&serde_json::to_string_pretty(&v["result"]).unwrap_or_default());
+                out.push_str(&crate::text::terminal::json(&v["result"], true));
                 out
             });
             Ok(0)

@@ -84,7 +84,7 @@ pub(super) fn show_tool(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> 
         "input_schema": s.input_schema, "output_schema": s.output_schema,
     });
     emit(json, &value, || {
-        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+        let pretty = |v: &Value| crate::text::terminal::json(v, true);
         let a = s.annotations;
         let mut out = format!(
             "{} — {}\n\n{}\n\neffect        {}{}\nkind          {}\nprofile       {}\n\

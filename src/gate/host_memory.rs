@@ -38,6 +38,8 @@ use crate::error::Error;
 pub struct HostMemory {
     limit: usize,
     used: AtomicUsize,
+    /// The Lua states alive in the run's call tree.
+    lua_states: AtomicUsize,
 }
 
 impl HostMemory {
@@ -46,6 +48,7 @@ impl HostMemory {
         Arc::new(HostMemory {
             limit,
             used: AtomicUsize::new(0),
+            lua_states: AtomicUsize::new(0),
         })
     }
 
@@ -92,6 +95,32 @@ impl HostMemory {
         }
     }
 
+    /// The Lua memory a new Lua state in this run may use, at most `limit` (the configured one).
+    /// The run's first state gets all of it. A state made while another lives (a Lua program
+    /// nested in a Lua program) draws on the run's host memory instead, half of what is left,
+    /// held until the state goes: so a program nested fifteen deep cannot make fifteen times
+    /// the Lua limit, and the deeper a program is, the less it may take.
+    pub fn lua_state(self: &Arc<Self>, limit: usize) -> Result<LuaShare, Error> {
+        let before = self.lua_states.fetch_add(1, Ordering::Relaxed);
+        let mut share = LuaShare {
+            memory: Arc::clone(self),
+            held: None,
+            limit,
+        };
+        if before == 0 {
+            return Ok(share);
+        }
+        let room = self.limit.saturating_sub(self.used()) / 2;
+        let wanted = limit.min(room);
+        if wanted < MIN_NESTED_LUA {
+            // `share` drops here and gives its count back
+            return Err(self.exceeded("a nested program's Lua state"));
+        }
+        share.held = Some(self.hold(wanted, "a nested program's Lua state")?);
+        share.limit = wanted;
+        Ok(share)
+    }
+
     /// The error for a buffer that would pass the budget.
     pub fn exceeded(&self, what: &str) -> Error {
         Error::Limit {
@@ -101,6 +130,33 @@ impl HostMemory {
                 self.limit >> 20
             ),
         }
+    }
+}
+
+/// The least Lua memory a nested program's state is made with; with less room left, nesting
+/// deeper fails at once, naming the limit.
+const MIN_NESTED_LUA: usize = 1 << 20;
+
+/// A Lua state's place in its run: how much memory it may use, and what it holds of the run's
+/// host memory (none for the run's first state). Kept as long as the state lives.
+#[derive(Debug)]
+pub struct LuaShare {
+    memory: Arc<HostMemory>,
+    held: Option<Held>,
+    limit: usize,
+}
+
+impl LuaShare {
+    /// The memory limit to set on the state.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl Drop for LuaShare {
+    fn drop(&mut self) {
+        self.held = None;
+        self.memory.lua_states.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -198,6 +254,35 @@ mod tests {
         d.absorb(b);
         drop(d);
         assert_eq!(m.used(), 0);
+    }
+
+    #[test]
+    fn nested_lua_states_draw_on_the_run() {
+        let m = HostMemory::new(64 << 20);
+        let first = m.lua_state(64 << 20).unwrap();
+        assert_eq!(
+            first.limit(),
+            64 << 20,
+            "the first state gets the whole limit"
+        );
+        assert_eq!(m.used(), 0);
+        let second = m.lua_state(64 << 20).unwrap();
+        assert_eq!(second.limit(), 32 << 20, "half of what is left");
+        let third = m.lua_state(64 << 20).unwrap();
+        assert_eq!(third.limit(), 16 << 20);
+        let mut deeper = Vec::new();
+        let e = loop {
+            match m.lua_state(64 << 20) {
+                Ok(s) => deeper.push(s),
+                Err(e) => break e,
+            }
+        };
+        assert!(e.to_string().contains("nested program"), "{e}");
+        assert!(deeper.len() < 6, "bounded: {}", deeper.len());
+        drop((deeper, third, second));
+        assert_eq!(m.used(), 0);
+        drop(first);
+        assert_eq!(m.lua_state(8).unwrap().limit(), 8, "first again");
     }
 
     #[test]

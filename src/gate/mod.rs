@@ -57,7 +57,7 @@ pub use context::{
     CallContext, CallRequest, ConfirmMode, Origin, Outcome, Preview, Progress, ProgressSink,
 };
 pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
-pub use host_memory::{Held, HostMemory, JSON_VALUE_COST, json_cost};
+pub use host_memory::{Held, HostMemory, JSON_VALUE_COST, LuaShare, json_cost};
 pub use plan::{Plan, plan_hash};
 pub use scope::Scope;
 

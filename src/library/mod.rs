@@ -12,7 +12,6 @@ mod saving;
 pub mod skills;
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use crate::error::Result;
 use crate::host::{Host, Seen, Stamp};
@@ -66,14 +65,14 @@ fn file_stem_of(path: &Path) -> String {
 fn file_stamp(path: &Path) -> Stamp {
     std::fs::metadata(path)
         .ok()
-        .map(|m| vec![(m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len())])
+        .map(|m| vec![crate::host::file_stamp_of(&m)])
         .unwrap_or_default()
 }
 
 /// The stamps of everything in a folder, two levels deep (a skill: SKILL.md, meta.json,
 /// scripts/*), sorted by name.
 fn folder_stamp(dir: &Path) -> Stamp {
-    let mut found: Vec<(PathBuf, (SystemTime, u64))> = Vec::new();
+    let mut found: Vec<(PathBuf, crate::host::FileStamp)> = Vec::new();
     let mut walk = vec![(dir.to_path_buf(), 0)];
     while let Some((d, depth)) = walk.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -87,8 +86,7 @@ fn folder_stamp(dir: &Path) -> Stamp {
             if meta.is_dir() && depth < 1 {
                 walk.push((e.path(), depth + 1));
             }
-            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            found.push((e.path(), (modified, meta.len())));
+            found.push((e.path(), crate::host::file_stamp_of(&meta)));
         }
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));

@@ -19,7 +19,7 @@ use super::prelude::Fresh;
 use super::{HOOK_EVERY, ahead, convert};
 use crate::error::{Error, Result};
 use crate::gate::Caller;
-use crate::gate::{CallContext, Held, HostMemory, Preview, json_cost};
+use crate::gate::{CallContext, Held, HostMemory, LuaShare, Preview, json_cost};
 
 pub use crate::config::ScriptLimits;
 
@@ -104,6 +104,8 @@ pub(super) struct RunState {
     printed: std::sync::atomic::AtomicUsize,
     pub(super) modules: Vec<(String, String)>,
     pub(super) memory_limit: usize,
+    /// This state's share of its run's memory, given back when the state goes.
+    _lua_share: LuaShare,
     /// Whether tool calls are noted in `called` (the REPL, which keeps what a session tried).
     pub(super) recording: AtomicBool,
     /// The tools called since the last [`Vm::take_called`], in order, each once.
@@ -373,7 +375,13 @@ impl Vm {
         ctx: CallContext,
         options: VmOptions,
     ) -> Result<Vm> {
-        let memory = options.limits.memory;
+        let ctx = ctx.in_run(options.limits.memory);
+        // a Lua program nested in another draws on the run's memory, not a limit of its own
+        let lua_share = match ctx.host_memory() {
+            Some(m) => m.lua_state(options.limits.memory)?,
+            None => HostMemory::new(options.limits.memory).lua_state(options.limits.memory)?,
+        };
+        let memory = lua_share.limit();
         let script_error = |e| lua_error(e, memory);
         let Fresh {
             lua,
@@ -388,7 +396,7 @@ impl Vm {
         let state = Arc::new(RunState {
             host,
             handle,
-            ctx: Mutex::new(ctx.in_run(options.limits.memory)),
+            ctx: Mutex::new(ctx),
             interrupted: AtomicBool::new(false),
             expired: Arc::new(AtomicBool::new(false)),
             timer: Mutex::new(None),
@@ -402,7 +410,8 @@ impl Vm {
             truncated: AtomicBool::new(false),
             printed: std::sync::atomic::AtomicUsize::new(0),
             modules: options.modules,
-            memory_limit: options.limits.memory,
+            memory_limit: memory,
+            _lua_share: lua_share,
             recording: AtomicBool::new(false),
             called: Mutex::new(Vec::new()),
         });
@@ -427,8 +436,7 @@ impl Vm {
             }),
         )
         .map_err(script_error)?;
-        lua.set_memory_limit(options.limits.memory)
-            .map_err(script_error)?;
+        lua.set_memory_limit(memory).map_err(script_error)?;
         state.arm_timer();
         Ok(Vm {
             lua,

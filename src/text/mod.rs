@@ -14,7 +14,18 @@ pub mod terminal;
 /// characters that reorder or hide text (bidi overrides and isolates, zero-width marks).
 fn is_unsafe(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        || matches!(
+            c,
+            // soft hyphen, Arabic letter mark, Mongolian vowel separator
+            '\u{ad}' | '\u{61c}' | '\u{180e}'
+            // zero-width marks, line and paragraph separators, bidi embeddings and overrides
+            | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            // word joiner, invisible operators, bidi isolates, deprecated format characters
+            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            // tag characters: invisible, yet they spell text
+            | '\u{e0000}'..='\u{e007f}'
+        )
 }
 
 /// Whether `s` is plain printable ASCII (with newlines and tabs when `keep_lines`), so nothing
@@ -172,6 +183,10 @@ mod tests {
         );
         assert_eq!(escape_controls("x\u{202e}y\u{9b}"), "x\\u{202e}y\\x9b");
         assert_eq!(escape_controls("é ✓"), "é ✓");
+        assert_eq!(
+            escape_controls("a\u{61c}b\u{2060}c\u{ad}d\u{e0041}e"),
+            "a\\u{61c}b\\u{2060}c\\xadd\\u{e0041}e"
+        );
     }
 
     #[test]

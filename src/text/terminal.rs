@@ -95,8 +95,11 @@ pub fn json(value: &serde_json::Value, pretty: bool) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
         if needs_json_escape(c) {
-            // Every such character is in the Basic Multilingual Plane: one escape each.
-            out.push_str(&format!("\\u{:04x}", c as u32));
+            // outside the Basic Multilingual Plane (tag characters), as a UTF-16 surrogate pair
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }
@@ -137,7 +140,7 @@ mod tests {
     #[test]
     fn json_for_a_terminal_is_the_same_value() {
         let v = serde_json::json!({
-            "name": "invoice\u{202e}txt.exe\u{9b}2J\u{7f}\u{200b}\u{2028}",
+            "name": "invoice\u{202e}txt.exe\u{9b}2J\u{7f}\u{200b}\u{2028}\u{e0041}\u{61c}",
             "ok": "日本語 ✓ 🎉\ttab",
             "nested": ["\u{1b}]52;c;aGk=\u{7}"]
         });

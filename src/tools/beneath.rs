@@ -168,13 +168,16 @@ impl Roots {
             }
             if self.remote {
                 return Err(Error::Refused(format!(
-                    "`{input}` has {} names (hard links), so it may be a file outside the                      workspace; over HTTP only files with one name are read. Copy it instead                      of linking it",
+                    "`{input}` has {} names (hard links), so it may be a file outside the \
+                     workspace; over HTTP only files with one name are read. Copy it instead \
+                     of linking it",
                     meta.nlink()
                 )));
             }
             if self.own.holds_file((meta.dev(), meta.ino())) {
                 return Err(Error::Refused(format!(
-                    "`{input}` is a hard link to a file in lmcp's own settings or data, which                      the file tools never reach, whatever the roots say"
+                    "`{input}` is a hard link to a file in lmcp's own settings or data, which \
+                     the file tools never reach, whatever the roots say"
                 )));
             }
         }

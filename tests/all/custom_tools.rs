@@ -953,3 +953,41 @@ async fn a_forged_index_entry_is_compiled_again() {
         assert_eq!(spec.description, "Writes a note", "{forge}");
     }
 }
+
+/// A tool file edited behind lmcp's back to its old size, with its modification time put back
+/// (`touch -r`), still shows as changed: the stamp holds the kernel's change time too. Its new
+/// effect is listed at once, not after a first call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_edited_to_its_old_size_and_time_is_listed_anew() {
+    let t = TestHost::new();
+    let lua = "---@uses calculate\nreturn tools.calculate{expression = '1'} -- xxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    create(
+        &t,
+        json!({"name": "user_t", "description": "pads", "lua": lua}),
+    )
+    .await
+    .unwrap();
+    let open = || lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let effect = |h: &Arc<lmcp::Host>| h.registry().get("user_t").unwrap().spec().effect;
+    assert_eq!(effect(&open()), lmcp::registry::Effect::Read);
+    let file = t.home().join("data/tools/user_t.json");
+    let before = std::fs::read_to_string(&file).unwrap();
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let call = "tools.calculate{expression = '1'} -- xxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    let write = "tools.write_file{path = 'p', content = 'x'} --";
+    // one byte more in ---@uses, so one less here
+    let padded = format!("{write}{}", "x".repeat(call.len() - write.len() - 1));
+    let evil = before
+        .replace("---@uses calculate", "---@uses write_file")
+        .replace(call, &padded);
+    assert_eq!(evil.len(), before.len(), "the same size");
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&file, &evil).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(effect(&open()), lmcp::registry::Effect::Write);
+}

@@ -157,3 +157,28 @@ fn lua_built_strings_stop_at_the_lua_limit() {
         assert_bounded(what, &peak, "memory");
     }
 }
+
+/// A Lua recipe that runs itself fifteen deep, each level keeping 50 MiB in Lua: each nested
+/// Lua state once had a limit of its own (990 MB of RSS, even as a plan); now a nested state
+/// draws on its run's memory.
+#[test]
+fn nested_lua_programs_share_one_run_of_memory() {
+    let h = home();
+    let source = "---@name deep\n---@description nested memory\n---@param d? integer=0 depth\n\
+                  ---@uses recipe_run\nlocal keep = {}\n\
+                  for i = 1, 50 do keep[i] = string.rep('x', 1 << 20) .. i end\n\
+                  local r = nil\n\
+                  if params.d < 14 then r = tools.recipe_run{name = 'deep', params = {d = params.d + 1}} end\n\
+                  if r and r.error then error(r.error.message, 0) end\n\
+                  return {d = params.d, n = #keep}\n";
+    let file = h.path().join("deep.lua");
+    std::fs::write(&file, source).unwrap();
+    lmcp_ok(h.path(), &["recipe", "save", file.to_str().unwrap()]);
+    for args in [
+        &["recipe", "run", "deep", "--yes"][..],
+        &["recipe", "run", "deep"],
+    ] {
+        let peak = common::peak_rss(h.path(), args);
+        assert_bounded(&format!("lmcp {args:?}"), &peak, "memory");
+    }
+}

@@ -386,3 +386,27 @@ fn a_shown_value_is_escaped_and_print_is_not() {
         "lmcp> ",
     );
 }
+
+/// Completion offers only names Lua can spell after `.`: a key read from someone's file that
+/// holds terminal controls is never drawn by the line editor.
+#[test]
+fn completion_never_draws_a_hostile_key() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    cmd(
+        &mut p,
+        "x = {['a' .. string.char(27) .. ']0;PWNED' .. string.char(7)] = 1, ab = 2, ['a' .. utf8.char(0x202e) .. 'c'] = 3}",
+        "",
+        "lmcp> ",
+    );
+    p.send("x.a\t\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("x.ab").unwrap();
+    cmd(&mut p, "", "2", "lmcp> ");
+    p.send_line("/quit").unwrap();
+    let rest = p.exp_eof().unwrap_or_default();
+    assert!(
+        !rest.contains("PWNED") && !rest.contains('\u{202e}'),
+        "{rest:?}"
+    );
+}

@@ -601,9 +601,10 @@ async fn indexed_skills_follow_their_folders() {
     );
 }
 
-/// A script changed behind lmcp's back (even keeping its size and modification time, so the
-/// index still matches) never runs as what the gate confirmed: the call is refused and the
-/// skill is loaded anew, so the next call is confirmed for what the script now does.
+/// A script changed behind lmcp's back, even keeping its size and modification time: a host
+/// that listed it before never runs it as what the gate confirmed (the call is refused and the
+/// skill loaded anew), and a host opened after lists it as what it now is (the stamp holds the
+/// kernel's change time, which `touch -r` cannot put back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
     let t = TestHost::new();
@@ -617,6 +618,10 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
                "scripts": [{"name": "go.lua", "code": read}]}),
     )
     .await;
+    let h = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
+    let effect =
+        |h: &std::sync::Arc<lmcp::Host>| h.registry().get("skill__st__go").unwrap().spec().effect;
+    assert_eq!(effect(&h), lmcp::registry::Effect::Read, "as installed");
     let script = t.home().join("data/skills/st/scripts/go.lua");
     let stamp = std::fs::metadata(&script).unwrap().modified().unwrap();
     std::fs::write(&script, write).unwrap();
@@ -626,14 +631,6 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
         .unwrap()
         .set_modified(stamp)
         .unwrap();
-    let h = lmcp::Host::open(lmcp::store::Paths::under(t.home())).unwrap();
-    let effect =
-        |h: &std::sync::Arc<lmcp::Host>| h.registry().get("skill__st__go").unwrap().spec().effect;
-    assert_eq!(
-        effect(&h),
-        lmcp::registry::Effect::Read,
-        "from the stale index"
-    );
     let e = call_yes(&h, "skill__st__go", json!({})).await.unwrap_err();
     assert!(e.contains("was changed on disk"), "{e}");
     assert_eq!(effect(&h), lmcp::registry::Effect::Write, "loaded anew");
@@ -641,7 +638,7 @@ async fn a_script_changed_on_disk_is_not_run_as_confirmed() {
     assert_eq!(
         effect(&again),
         lmcp::registry::Effect::Write,
-        "indexed anew"
+        "listed as what it now is"
     );
     call_yes(&again, "skill__st__go", json!({})).await.unwrap();
 }
@@ -718,4 +715,37 @@ fn a_secret_is_given_with_its_readers_named() {
         "{err}"
     );
     assert!(!err.contains("s3cr3t-value"), "{err}");
+}
+
+/// A package file that is a hard link to one of lmcp's own files (the journal key) is refused
+/// by name, and nothing is installed.
+#[cfg(unix)]
+#[test]
+fn a_package_cannot_carry_a_hard_link_to_lmcp_own_files() {
+    let home = tempfile::tempdir().unwrap();
+    crate::common::lmcp_ok(home.path(), &["grants", "allow", "calculate"]);
+    let pkg = tempfile::tempdir().unwrap();
+    let skill = pkg.path().join("word-stats");
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/skills/word-stats");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::create_dir_all(skill.join("references")).unwrap();
+    std::fs::copy(from.join("SKILL.md"), skill.join("SKILL.md")).unwrap();
+    std::fs::copy(
+        from.join("scripts/count_words.lua"),
+        skill.join("scripts/count_words.lua"),
+    )
+    .unwrap();
+    let config = home.path().join("config/config.json");
+    std::fs::hard_link(&config, skill.join("references/notes.md")).unwrap();
+    let out = crate::common::lmcp(
+        home.path(),
+        &["skill", "install", skill.to_str().unwrap(), "--yes"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("notes.md") && err.contains("hard link"),
+        "{err}"
+    );
+    assert!(!home.path().join("data/skills/word-stats").exists());
 }
