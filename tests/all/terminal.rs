@@ -200,3 +200,17 @@ fn runs_listings_escape_what_a_script_chose() {
         assert_shown(&format!("lmcp {args:?}"), &both(&out));
     }
 }
+
+/// clap's own errors quote what was typed (a file name someone else chose, expanded by the
+/// shell): they pass the writer too.
+#[test]
+fn usage_errors_quote_arguments_escaped() {
+    let h = home();
+    let out = lmcp(
+        h.path(),
+        &["tools", "--xa\u{202e}b\u{9b}2J\u{2028}c", HOSTILE],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_shown("a usage error", &both(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\\u{202e}"));
+}
