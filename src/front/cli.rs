@@ -276,8 +276,12 @@ pub enum ToolCommand {
 pub struct CallArgs {
     /// The tool's name.
     pub name: String,
-    /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file. Default `{}`.
-    pub args: Option<String>,
+    /// Arguments as KEY=VALUE pairs, each value read by the type the tool's schema gives its
+    /// key (a string as typed; numbers, booleans and `null` parsed; arrays and objects as JSON):
+    /// `expression=6*7`. KEY=@FILE reads the value from a file; KEY=@@... is a literal leading
+    /// `@`. Or one JSON object: inline, `-` for stdin, `@FILE` for a file. Default `{}`.
+    #[arg(value_name = "KEY=VALUE|JSON")]
+    pub args: Vec<String>,
     /// Say yes to every confirmation (for scripts; a person's yes given up front).
     #[arg(short, long)]
     pub yes: bool,
@@ -707,6 +711,13 @@ mod tests {
             ],
             &["lmcp", "--json", "call", "echo", "-", "--timeout", "1"],
             &["lmcp", "call", "echo", "@args.json", "-y", "--json"],
+            &[
+                "lmcp",
+                "call",
+                "write_file",
+                "path=a.txt",
+                "content=@notes.txt",
+            ],
         ];
         for line in taken {
             let hot = Cli::parse_hot(line.iter().copied())
@@ -730,7 +741,6 @@ mod tests {
             &["lmcp", "run", "x.lua", "--retry-unknown"],
             &["lmcp", "run", "x.lua", "--timeout", "soon"],
             &["lmcp", "run", "x.lua", "extra"],
-            &["lmcp", "call", "echo", "{}", "more"],
             &["lmcp", "runs"],
             &["lmcp", "tools"],
             &["lmcp", "--json", "tools"],

@@ -7,6 +7,7 @@
 //! | `door.rs`          | what the doors share: gated call, who answers, progress, output       |
 //! | `docs.rs`          | text generated from the code: help, man page, completions, tool lists |
 //! | `tool_cmd.rs`      | `lmcp tools`, `lmcp tool ...`, `lmcp call`                            |
+//! | `call_args.rs`     | what `lmcp call` takes: KEY=VALUE typed by the schema, or JSON        |
 //! | `settings.rs`      | grants, modes, roots, history, signals, types, paths                  |
 //! | `pdf.rs`           | `lmcp pdf IMAGES...`: a scratch workspace and one build               |
 //! | `recipe.rs`        | `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles      |
@@ -19,6 +20,7 @@
 //! | `http.rs`          | `lmcp serve --http`: the same server over Streamable HTTP             |
 //! | `http_sessions.rs` | the HTTP sessions: bounded where made, closed when idle               |
 
+pub mod call_args;
 pub mod cli;
 pub mod docs;
 pub mod door;

@@ -11,6 +11,7 @@
 mod common;
 
 mod assets;
+mod call;
 mod cli;
 mod custom_tools;
 mod docs;
