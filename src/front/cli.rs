@@ -136,8 +136,10 @@ pub enum Command {
     },
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
-    /// Run a Lua script or a recipe manifest (.json): every tool call goes through the gate; state-changing calls are
-    /// previewed unless you confirm (--yes, or y at the prompt on a terminal).
+    /// Run a Lua script (a file, `-` for stdin, or `-e CHUNK`) or a recipe manifest (.json): every
+    /// tool call goes through the gate. On a terminal it asks once, before the script runs, for
+    /// the state-changing tools its `---@uses` lists (any tool without one); --yes answers up
+    /// front; with no terminal, state-changing calls are previewed (a dry run).
     Run(RunArgs),
     /// List or change grants: allow, ask or deny, per tool or per effect.
     Grants {
@@ -290,11 +292,21 @@ pub struct CallArgs {
     pub timeout: Option<f64>,
 }
 
-/// `lmcp run FILE`
+/// `lmcp run FILE`, `lmcp run -`, `lmcp run -e CHUNK`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The script (`.lua`) or recipe manifest (`.json`).
-    pub file: PathBuf,
+    /// The script (`.lua`) or recipe manifest (`.json`); `-` reads a Lua script from stdin
+    /// (questions are then asked on the controlling terminal).
+    #[arg(required_unless_present = "eval", conflicts_with = "eval")]
+    pub file: Option<PathBuf>,
+    /// Run this Lua chunk instead of a file, as `lua -e` does: `lmcp run -e 'return 1+1'`.
+    #[arg(
+        short = 'e',
+        long = "eval",
+        value_name = "CHUNK",
+        allow_hyphen_values = true
+    )]
+    pub eval: Option<String>,
     /// A parameter the script declares, as NAME=VALUE (repeatable).
     #[arg(short, long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
@@ -613,7 +625,12 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             call_tool(host, "custom_tool_delete", json!({"name": name}), yes, json).await
         }
         Command::Call(args) => call(host, args, json).await,
-        Command::Run(args) if args.file.extension().is_some_and(|e| e == "json") => {
+        Command::Run(args)
+            if args
+                .file
+                .as_ref()
+                .is_some_and(|f| f.extension().is_some_and(|e| e == "json")) =>
+        {
             super::recipe::run_manifest(host, &args, json).await
         }
         Command::Run(args) => super::run::run_file(host, args, json).await,
@@ -701,6 +718,9 @@ mod tests {
             &["lmcp", "run", "x.json", "--resume", "r1", "--retry-unknown"],
             &["lmcp", "run", "--", "--help"],
             &["lmcp", "run", "-yp", "a=1", "x.lua"],
+            &["lmcp", "run", "-"],
+            &["lmcp", "run", "-e", "return 1+1"],
+            &["lmcp", "run", "-e", "-1", "--yes"],
             &["lmcp", "call", "calculate"],
             &[
                 "lmcp",
@@ -741,6 +761,7 @@ mod tests {
             &["lmcp", "run", "x.lua", "--retry-unknown"],
             &["lmcp", "run", "x.lua", "--timeout", "soon"],
             &["lmcp", "run", "x.lua", "extra"],
+            &["lmcp", "run", "x.lua", "-e", "return 1"],
             &["lmcp", "runs"],
             &["lmcp", "tools"],
             &["lmcp", "--json", "tools"],

@@ -12,6 +12,7 @@
 //! | `pdf.rs`           | `lmcp pdf IMAGES...`: a scratch workspace and one build               |
 //! | `recipe.rs`        | `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles      |
 //! | `run.rs`           | `lmcp run FILE.lua`: a script through the Lua engine                  |
+//! | `run_question.rs`  | the one question `lmcp run` asks on a terminal, from its scope        |
 //! | `repl.rs`          | `lmcp repl`: Lua with completion, history and `/` commands            |
 //! | `keep.rs`          | the REPL's `/save`: what a session tried, kept as a recipe or tool    |
 //! | `skill.rs`         | `lmcp skill ...`: install, show, configure and call skills            |
@@ -33,6 +34,7 @@ pub mod pdf;
 pub mod recipe;
 pub mod repl;
 pub mod run;
+pub mod run_question;
 pub mod settings;
 pub mod skill;
 pub mod tool_cmd;

@@ -501,7 +501,12 @@ fn resume_args(args: &mut Value, resume: Option<&str>, retry_unknown: bool) {
 
 /// `lmcp run FILE.json`: runs a recipe manifest (through `recipe_run`, like a saved one).
 pub async fn run_manifest(host: &Arc<Host>, run: &super::cli::RunArgs, json: bool) -> Result<u8> {
-    let (file, params, yes) = (&run.file, &run.params, run.yes);
+    let Some(file) = &run.file else {
+        return Err(Error::Usage(
+            "a recipe manifest is run from its .json file".into(),
+        ));
+    };
+    let (params, yes) = (&run.params, run.yes);
     let timeout = super::door::timeout_arg(run.timeout)?;
     let manifest = manifest_from_file(file)?;
     let given = typed_params(&manifest, params)?;

@@ -31,6 +31,8 @@ mod registry;
 #[cfg(unix)]
 mod repl;
 mod run;
+#[cfg(unix)]
+mod run_terminal;
 mod saving;
 mod script;
 mod skills;
