@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::ArgValueCandidates;
 use serde_json::json;
 
 use crate::error::{Error, Result};
@@ -241,16 +242,19 @@ pub enum ToolCommand {
     /// Show a tool's description, schema, annotations, availability and grant.
     Show {
         /// The tool's name.
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
     },
     /// Make a tool available again.
     Enable {
         /// The tool's name.
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
     },
     /// Make a tool unavailable (it stays listed, with the reason).
     Disable {
         /// The tool's name.
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
     },
     /// Save a custom tool from a definition file (.json) or a Lua program with a header (.lua).
@@ -266,6 +270,7 @@ pub enum ToolCommand {
     /// Delete a custom tool (asks first; --yes to confirm up front).
     Delete {
         /// The tool's name (user_...).
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
         /// Confirm without asking.
         #[arg(short, long)]
@@ -277,6 +282,7 @@ pub enum ToolCommand {
 #[derive(Debug, Args)]
 pub struct CallArgs {
     /// The tool's name.
+    #[arg(add = ArgValueCandidates::new(super::complete::tools))]
     pub name: String,
     /// Arguments as KEY=VALUE pairs, each value read by the type the tool's schema gives its
     /// key (a string as typed; numbers, booleans and `null` parsed; arrays and objects as JSON):
@@ -454,6 +460,9 @@ pub enum Switch {
 /// Parses the command line and runs it; the process exit code.
 pub fn main() -> ExitCode {
     use clap::FromArgMatches;
+    // a shell asking for completions (`COMPLETE=bash lmcp -- ...`) is answered before anything
+    // else starts, and the process ends there
+    super::complete::respond();
     // the first Lua state is made on the other core while this one parses the arguments and
     // opens the host
     crate::script::ahead::start();

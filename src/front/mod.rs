@@ -6,6 +6,7 @@
 //! | `cli.rs`           | the command line (clap): its definition and dispatch                  |
 //! | `door.rs`          | what the doors share: gated call, who answers, progress, output       |
 //! | `docs.rs`          | text generated from the code: help, man page, completions, tool lists |
+//! | `complete.rs`      | shell completion: the installed tool, recipe and skill names          |
 //! | `tool_cmd.rs`      | `lmcp tools`, `lmcp tool ...`, `lmcp call`                            |
 //! | `call_args.rs`     | what `lmcp call` takes: KEY=VALUE typed by the schema, or JSON        |
 //! | `settings.rs`      | grants, modes, roots, history, signals, types, paths                  |
@@ -23,6 +24,7 @@
 
 pub mod call_args;
 pub mod cli;
+pub mod complete;
 pub mod docs;
 pub mod door;
 pub mod http;

@@ -22,6 +22,7 @@ pub enum RecipeCommand {
     /// Show a recipe's manifest.
     Show {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
     },
     /// Save a recipe from a manifest file (.json) or a Lua program with a header (.lua).
@@ -35,6 +36,7 @@ pub enum RecipeCommand {
     /// Run a recipe: a plan (nothing state-changing runs) unless confirmed.
     Run {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
         /// A parameter as NAME=VALUE (repeatable).
         #[arg(short, long = "param", value_name = "NAME=VALUE")]
@@ -55,6 +57,7 @@ pub enum RecipeCommand {
     /// Write a portable bundle of a recipe.
     Export {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
         /// Write the bundle here instead of stdout.
         #[arg(short, long, value_name = "FILE")]
@@ -77,6 +80,7 @@ pub enum RecipeCommand {
     /// Delete a recipe (asks first; --yes to confirm up front).
     Delete {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
         /// Confirm without asking.
         #[arg(short, long)]

@@ -13,6 +13,7 @@ mod common;
 mod assets;
 mod call;
 mod cli;
+mod complete;
 mod custom_tools;
 mod docs;
 mod doors;
