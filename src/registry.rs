@@ -179,8 +179,9 @@ pub enum Capabilities {
     Tools(Vec<String>),
     /// Leaf tools whose effect is read (a Lua program that declared no `---@uses`).
     ReadOnly,
-    /// Any tool, each call gated and confirmed on its own: only a person's own script run from
-    /// the command line (`lmcp run` without `---@uses`), which no gateway ever approves.
+    /// Any tool: only a person's own script run from the command line (`lmcp run` without
+    /// `---@uses`), which no gateway ever approves; the one question before such a run says
+    /// "any tool", and a per-tool `ask` grant still asks each time.
     Unrestricted,
 }
 

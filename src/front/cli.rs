@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::ArgValueCandidates;
 use serde_json::json;
 
 use crate::error::{Error, Result};
@@ -136,8 +137,10 @@ pub enum Command {
     },
     /// An interactive Lua session where every tool is tools.NAME{...} (the default on a terminal).
     Repl,
-    /// Run a Lua script or a recipe manifest (.json): every tool call goes through the gate; state-changing calls are
-    /// previewed unless you confirm (--yes, or y at the prompt on a terminal).
+    /// Run a Lua script (a file, `-` for stdin, or `-e CHUNK`) or a recipe manifest (.json): every
+    /// tool call goes through the gate. On a terminal it asks once, before the script runs, for
+    /// the state-changing tools its `---@uses` lists (any tool without one); --yes answers up
+    /// front; with no terminal, state-changing calls are previewed (a dry run).
     Run(RunArgs),
     /// List or change grants: allow, ask or deny, per tool or per effect.
     Grants {
@@ -239,16 +242,19 @@ pub enum ToolCommand {
     /// Show a tool's description, schema, annotations, availability and grant.
     Show {
         /// The tool's name.
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
     },
     /// Make a tool available again.
     Enable {
         /// The tool's name.
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
     },
     /// Make a tool unavailable (it stays listed, with the reason).
     Disable {
         /// The tool's name.
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
     },
     /// Save a custom tool from a definition file (.json) or a Lua program with a header (.lua).
@@ -264,6 +270,7 @@ pub enum ToolCommand {
     /// Delete a custom tool (asks first; --yes to confirm up front).
     Delete {
         /// The tool's name (user_...).
+        #[arg(add = ArgValueCandidates::new(super::complete::tools))]
         name: String,
         /// Confirm without asking.
         #[arg(short, long)]
@@ -275,9 +282,14 @@ pub enum ToolCommand {
 #[derive(Debug, Args)]
 pub struct CallArgs {
     /// The tool's name.
+    #[arg(add = ArgValueCandidates::new(super::complete::tools))]
     pub name: String,
-    /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file. Default `{}`.
-    pub args: Option<String>,
+    /// Arguments as KEY=VALUE pairs, each value read by the type the tool's schema gives its
+    /// key (a string as typed; numbers, booleans and `null` parsed; arrays and objects as JSON):
+    /// `expression=6*7`. KEY=@FILE reads the value from a file; KEY=@@... is a literal leading
+    /// `@`. Or one JSON object: inline, `-` for stdin, `@FILE` for a file. Default `{}`.
+    #[arg(value_name = "KEY=VALUE|JSON")]
+    pub args: Vec<String>,
     /// Say yes to every confirmation (for scripts; a person's yes given up front).
     #[arg(short, long)]
     pub yes: bool,
@@ -286,11 +298,21 @@ pub struct CallArgs {
     pub timeout: Option<f64>,
 }
 
-/// `lmcp run FILE`
+/// `lmcp run FILE`, `lmcp run -`, `lmcp run -e CHUNK`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The script (`.lua`) or recipe manifest (`.json`).
-    pub file: PathBuf,
+    /// The script (`.lua`) or recipe manifest (`.json`); `-` reads a Lua script from stdin
+    /// (questions are then asked on the controlling terminal).
+    #[arg(required_unless_present = "eval", conflicts_with = "eval")]
+    pub file: Option<PathBuf>,
+    /// Run this Lua chunk instead of a file, as `lua -e` does: `lmcp run -e 'return 1+1'`.
+    #[arg(
+        short = 'e',
+        long = "eval",
+        value_name = "CHUNK",
+        allow_hyphen_values = true
+    )]
+    pub eval: Option<String>,
     /// A parameter the script declares, as NAME=VALUE (repeatable).
     #[arg(short, long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
@@ -438,6 +460,9 @@ pub enum Switch {
 /// Parses the command line and runs it; the process exit code.
 pub fn main() -> ExitCode {
     use clap::FromArgMatches;
+    // a shell asking for completions (`COMPLETE=bash lmcp -- ...`) is answered before anything
+    // else starts, and the process ends there
+    super::complete::respond();
     // the first Lua state is made on the other core while this one parses the arguments and
     // opens the host
     crate::script::ahead::start();
@@ -616,7 +641,12 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             call_tool(host, "custom_tool_delete", json!({"name": name}), yes, json).await
         }
         Command::Call(args) => call(host, args, json).await,
-        Command::Run(args) if args.file.extension().is_some_and(|e| e == "json") => {
+        Command::Run(args)
+            if args
+                .file
+                .as_ref()
+                .is_some_and(|f| f.extension().is_some_and(|e| e == "json")) =>
+        {
             super::recipe::run_manifest(host, &args, json).await
         }
         Command::Run(args) => super::run::run_file(host, args, json).await,
@@ -704,6 +734,9 @@ mod tests {
             &["lmcp", "run", "x.json", "--resume", "r1", "--retry-unknown"],
             &["lmcp", "run", "--", "--help"],
             &["lmcp", "run", "-yp", "a=1", "x.lua"],
+            &["lmcp", "run", "-"],
+            &["lmcp", "run", "-e", "return 1+1"],
+            &["lmcp", "run", "-e", "-1", "--yes"],
             &["lmcp", "call", "calculate"],
             &[
                 "lmcp",
@@ -714,6 +747,13 @@ mod tests {
             ],
             &["lmcp", "--json", "call", "echo", "-", "--timeout", "1"],
             &["lmcp", "call", "echo", "@args.json", "-y", "--json"],
+            &[
+                "lmcp",
+                "call",
+                "write_file",
+                "path=a.txt",
+                "content=@notes.txt",
+            ],
         ];
         for line in taken {
             let hot = Cli::parse_hot(line.iter().copied())
@@ -737,7 +777,7 @@ mod tests {
             &["lmcp", "run", "x.lua", "--retry-unknown"],
             &["lmcp", "run", "x.lua", "--timeout", "soon"],
             &["lmcp", "run", "x.lua", "extra"],
-            &["lmcp", "call", "echo", "{}", "more"],
+            &["lmcp", "run", "x.lua", "-e", "return 1"],
             &["lmcp", "runs"],
             &["lmcp", "tools"],
             &["lmcp", "--json", "tools"],

@@ -91,12 +91,10 @@ pub fn command() -> clap::Command {
     cmd
 }
 
-/// The completion script for `shell`.
+/// The completion script for `shell`: it asks lmcp itself on each Tab (see
+/// [`super::complete`]), so installed tool, recipe and skill names complete too.
 pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
-    let mut cmd = definition();
-    let mut out = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "lmcp", &mut out);
-    out
+    super::complete::registration(shell)
 }
 
 /// The manual pages, in roff, as (file name, text): `lmcp.1` first, then one page per

@@ -245,15 +245,31 @@ impl CtrlC {
     }
 }
 
-/// Picks how a command-line run confirms: `--yes` confirms everything; on a terminal each
-/// state-changing call asks; otherwise state-changing calls are previewed.
-pub(crate) fn run_confirmation(yes: bool) -> (ConfirmMode, Arc<dyn Confirmer>) {
+/// Who answers for the person in `lmcp run`.
+pub(crate) enum RunPerson {
+    /// `--yes`: a person's yes given up front.
+    Yes,
+    /// A person at a terminal, asked once before the run (and again by a per-tool `ask`).
+    Asked(Arc<TtyPrompt>),
+    /// Nobody can be asked: the run is a dry run.
+    Nobody,
+}
+
+/// Picks who answers for a command-line run: `--yes` answers yes; a person at a terminal is
+/// asked (on the controlling terminal when stdin holds the script, as sudo and git ask);
+/// with no terminal at all nobody can be, and state-changing calls are previewed.
+pub(crate) fn run_person(yes: bool, script_on_stdin: bool) -> RunPerson {
     if yes {
-        (ConfirmMode::Confirmed, Arc::new(AlwaysYes))
+        RunPerson::Yes
+    } else if script_on_stdin {
+        match crate::text::terminal::Tty::open() {
+            Some(tty) => RunPerson::Asked(Arc::new(TtyPrompt::on(tty))),
+            None => RunPerson::Nobody,
+        }
     } else if std::io::stdin().is_terminal() {
-        (ConfirmMode::Ask, Arc::new(TtyPrompt::new()))
+        RunPerson::Asked(Arc::new(TtyPrompt::new()))
     } else {
-        (ConfirmMode::Preview, Arc::new(NoPerson))
+        RunPerson::Nobody
     }
 }
 

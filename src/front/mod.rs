@@ -6,11 +6,14 @@
 //! | `cli.rs`           | the command line (clap): its definition and dispatch                  |
 //! | `door.rs`          | what the doors share: gated call, who answers, progress, output       |
 //! | `docs.rs`          | text generated from the code: help, man page, completions, tool lists |
+//! | `complete.rs`      | shell completion: the installed tool, recipe and skill names          |
 //! | `tool_cmd.rs`      | `lmcp tools`, `lmcp tool ...`, `lmcp call`                            |
+//! | `call_args.rs`     | what `lmcp call` takes: KEY=VALUE typed by the schema, or JSON        |
 //! | `settings.rs`      | grants, modes, roots, history, signals, types, paths                  |
 //! | `pdf.rs`           | `lmcp pdf IMAGES...`: a scratch workspace and one build               |
 //! | `recipe.rs`        | `lmcp recipe ...` and `lmcp run FILE.json`: plans, runs, bundles      |
 //! | `run.rs`           | `lmcp run FILE.lua`: a script through the Lua engine                  |
+//! | `run_question.rs`  | the one question `lmcp run` asks on a terminal, from its scope        |
 //! | `repl.rs`          | `lmcp repl`: Lua with completion, history and `/` commands            |
 //! | `keep.rs`          | the REPL's `/save`: what a session tried, kept as a recipe or tool    |
 //! | `skill.rs`         | `lmcp skill ...`: install, show, configure and call skills            |
@@ -19,7 +22,9 @@
 //! | `http.rs`          | `lmcp serve --http`: the same server over Streamable HTTP             |
 //! | `http_sessions.rs` | the HTTP sessions: bounded where made, closed when idle               |
 
+pub mod call_args;
 pub mod cli;
+pub mod complete;
 pub mod docs;
 pub mod door;
 pub mod http;
@@ -31,6 +36,7 @@ pub mod pdf;
 pub mod recipe;
 pub mod repl;
 pub mod run;
+pub mod run_question;
 pub mod settings;
 pub mod skill;
 pub mod tool_cmd;

@@ -22,6 +22,7 @@ pub enum RecipeCommand {
     /// Show a recipe's manifest.
     Show {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
     },
     /// Save a recipe from a manifest file (.json) or a Lua program with a header (.lua).
@@ -35,6 +36,7 @@ pub enum RecipeCommand {
     /// Run a recipe: a plan (nothing state-changing runs) unless confirmed.
     Run {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
         /// A parameter as NAME=VALUE (repeatable).
         #[arg(short, long = "param", value_name = "NAME=VALUE")]
@@ -55,6 +57,7 @@ pub enum RecipeCommand {
     /// Write a portable bundle of a recipe.
     Export {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
         /// Write the bundle here instead of stdout.
         #[arg(short, long, value_name = "FILE")]
@@ -77,6 +80,7 @@ pub enum RecipeCommand {
     /// Delete a recipe (asks first; --yes to confirm up front).
     Delete {
         /// The recipe's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::recipes))]
         name: String,
         /// Confirm without asking.
         #[arg(short, long)]
@@ -501,7 +505,12 @@ fn resume_args(args: &mut Value, resume: Option<&str>, retry_unknown: bool) {
 
 /// `lmcp run FILE.json`: runs a recipe manifest (through `recipe_run`, like a saved one).
 pub async fn run_manifest(host: &Arc<Host>, run: &super::cli::RunArgs, json: bool) -> Result<u8> {
-    let (file, params, yes) = (&run.file, &run.params, run.yes);
+    let Some(file) = &run.file else {
+        return Err(Error::Usage(
+            "a recipe manifest is run from its .json file".into(),
+        ));
+    };
+    let (params, yes) = (&run.params, run.yes);
     let timeout = super::door::timeout_arg(run.timeout)?;
     let manifest = manifest_from_file(file)?;
     let given = typed_params(&manifest, params)?;

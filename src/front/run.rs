@@ -1,5 +1,6 @@
-//! `lmcp run FILE.lua`: runs a script with its declared parameters, prints its result, and lists
-//! the state-changing calls it previewed when the run was not confirmed.
+//! `lmcp run FILE.lua` (or `-` for stdin, or `-e CHUNK`): runs a script with its declared
+//! parameters, after one question on a terminal (`run_question`), prints its result, and lists
+//! the state-changing calls it previewed when the run was a dry run.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,7 +8,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::cli::{RunArgs, RunsCommand};
-use super::door::{cancel_on_ctrl_c, emit, run_confirmation, timeout_arg};
+use super::door::{cancel_on_ctrl_c, emit, run_person, timeout_arg};
+use super::run_question::decide;
 use crate::error::{Error, Result};
 use crate::gate::journal::{Journal, RunLog};
 use crate::gate::{CallContext, Origin, Preview};
@@ -19,9 +21,8 @@ use crate::script::Output;
 use crate::text::escape_controls;
 
 /// How the person's own script is compiled for `lmcp run`: with `---@uses` it may call only
-/// those tools; without, any tool, each call gated and confirmed on its own (no up-front yes
-/// covers it). It is compiled before anything of its run begins; its tools are looked up as
-/// it calls them.
+/// those tools; without, any tool (the one question before the run says so). It is compiled
+/// before anything of its run begins; its tools are looked up as it calls them.
 pub const SCRIPT_POLICY: Policy = Policy {
     what: "script",
     intent: Intent::RunNow,
@@ -33,11 +34,34 @@ pub const SCRIPT_POLICY: Policy = Policy {
     default_timeout: None,
 };
 
-/// Runs a script file; the exit code.
-pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8> {
-    let path = &args.file;
-    if args.plan_hash.is_some() {
-        return Err(Error::Usage("--plan-hash applies to recipe manifests (.json); a Lua script previews with its own run".into()));
+/// The script of a run: its source, its chunk name (for messages, never a host path) and the
+/// words that run it again (for the resume hint).
+struct Script {
+    source: String,
+    chunk: String,
+    again: String,
+}
+
+/// Reads the script: `-e CHUNK`, `-` (stdin) or a `.lua` file.
+fn script(args: &RunArgs) -> Result<Script> {
+    if let Some(chunk) = &args.eval {
+        return Ok(Script {
+            source: chunk.clone(),
+            chunk: "(command line)".into(),
+            again: format!("-e {}", super::recipe::shell_quote(chunk)),
+        });
+    }
+    let Some(path) = &args.file else {
+        return Err(Error::Usage(
+            "give a script: FILE.lua, `-` for stdin, or -e CHUNK".into(),
+        ));
+    };
+    if path.as_os_str() == "-" {
+        return Ok(Script {
+            source: super::door::read_stdin("the script on stdin")?,
+            chunk: "stdin".into(),
+            again: "- (the same script on stdin)".into(),
+        });
     }
     let source = super::door::read_input(path)?;
     if path.extension().and_then(|e| e.to_str()) != Some("lua") {
@@ -46,11 +70,24 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
             path.display()
         )));
     }
-    let chunk = chunk_name(path);
+    Ok(Script {
+        source,
+        chunk: chunk_name(path),
+        again: super::recipe::shell_quote(&path.display().to_string()),
+    })
+}
+
+/// Runs a script file, stdin or a chunk; the exit code.
+pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8> {
+    if args.plan_hash.is_some() {
+        return Err(Error::Usage("--plan-hash applies to recipe manifests (.json); a Lua script previews with its own run".into()));
+    }
+    let script = script(&args)?;
+    let chunk = &script.chunk;
     let program = compile(
         Source {
             timeout: timeout_arg(args.timeout)?,
-            ..Source::lua_file(&chunk, &chunk, source, SCRIPT_POLICY)
+            ..Source::lua_file(chunk, chunk, script.source.clone(), SCRIPT_POLICY)
         },
         host.registry(),
     )
@@ -65,8 +102,12 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
     let header = program.header();
     let given = header.params_from_cli(&args.params)?;
     let params = header.bind(&given)?;
-    let (mode, confirmer) = run_confirmation(args.yes);
-    let mut ctx = CallContext::root(Origin::Cli, mode).with_confirmer(confirmer);
+    let on_stdin = args.file.as_deref().is_some_and(|f| f.as_os_str() == "-");
+    // one question, before anything runs
+    let decided = decide(host, &program, run_person(args.yes, on_stdin)).await?;
+    let mode = decided.mode;
+    let mut ctx = CallContext::root(Origin::Cli, mode).with_confirmer(decided.confirmer);
+    ctx.approve(&decided.approved);
     let journal = journal_for(host, &args, mode, &program)?;
     if let Some(j) = &journal {
         ctx = ctx.with_journal(Arc::clone(j));
@@ -107,7 +148,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
                     "run {id} failed; once its cause is fixed (outside the script: a changed script \
                      is not resumed), go on from where it stopped with \
                      `lmcp run {} --yes --resume {id}`",
-                    super::recipe::shell_quote(&path.display().to_string())
+                    script.again
                 );
             }
             return Err(failure.error);

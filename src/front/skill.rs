@@ -22,6 +22,7 @@ pub enum SkillCommand {
     /// Show a skill: prompt, config (secrets masked), scripts and references.
     Show {
         /// The skill's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         name: String,
     },
     /// Install (or update) a skill from a folder holding SKILL.md, scripts/ and references/.
@@ -35,6 +36,7 @@ pub enum SkillCommand {
     /// Remove a skill (asks first; --yes to confirm up front).
     Remove {
         /// The skill's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         name: String,
         /// Confirm without asking.
         #[arg(short, long)]
@@ -43,6 +45,7 @@ pub enum SkillCommand {
     /// Run one of a skill's scripts.
     Call {
         /// The skill's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         skill: String,
         /// The script's name.
         script: String,
@@ -55,6 +58,7 @@ pub enum SkillCommand {
     /// Set config values: KEY=VALUE... (secret values are never shown again).
     Config {
         /// The skill's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         name: String,
         /// Values as KEY=VALUE.
         values: Vec<String>,
@@ -65,6 +69,7 @@ pub enum SkillCommand {
     /// Turn a skill on.
     Enable {
         /// The skill's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         name: String,
         /// Answer yes to a grant that asks.
         #[arg(short, long)]
@@ -73,6 +78,7 @@ pub enum SkillCommand {
     /// Turn a skill off.
     Disable {
         /// The skill's name.
+        #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         name: String,
         /// Answer yes to a grant that asks.
         #[arg(short, long)]

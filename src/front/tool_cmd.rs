@@ -6,9 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::cli::{CallArgs, ProfileArg};
-use super::door::{
-    cancel_on_ctrl_c, emit, person, read_input, read_stdin, render_outcome, table, timeout_arg,
-};
+use super::door::{cancel_on_ctrl_c, emit, person, read_input, render_outcome, table, timeout_arg};
 
 use crate::error::{Error, Result};
 use crate::gate::{CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin};
@@ -143,27 +141,6 @@ pub(super) fn enable_tool(host: &Arc<Host>, name: &str, enable: bool, json: bool
     Ok(0)
 }
 
-/// Reads the ARGS of `lmcp call`: inline JSON, `-` for stdin, `@FILE` for a file.
-pub(super) fn read_call_args(raw: Option<&str>) -> Result<Value> {
-    let (text, source) = match raw {
-        None => return Ok(json!({})),
-        Some("-") => (read_stdin("arguments from stdin")?, "stdin".to_string()),
-        Some(at) if at.starts_with('@') => {
-            let path = &at[1..];
-            (read_input(std::path::Path::new(path))?, path.to_string())
-        }
-        Some(inline) => (inline.to_string(), "ARGS".to_string()),
-    };
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("the arguments in {source} are not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(Error::Usage(format!(
-            "the arguments in {source} must be a JSON object, like {{\"expression\": \"1+2\"}}"
-        )));
-    }
-    Ok(value)
-}
-
 /// The arguments of `custom_tool_create` from a file: a JSON definition, or a Lua program whose
 /// header names and describes it.
 pub(super) fn custom_tool_args(file: &std::path::Path, replace: bool) -> Result<Value> {
@@ -211,9 +188,14 @@ pub(super) fn lua_tool_args(
 }
 
 pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result<u8> {
-    let arguments = read_call_args(args.args.as_deref())?;
+    // the tool's schema types KEY=VALUE pairs (an unknown name is the gate's to report)
+    let schema = host
+        .registry()
+        .get(&args.name)
+        .map_or(Value::Null, |t| t.spec().input_schema.clone());
+    let arguments = super::call_args::call_arguments(&args.args, &schema)?;
     // Arguments read from stdin leave no terminal to ask on.
-    let confirmer: Arc<dyn Confirmer> = if args.args.as_deref() == Some("-") && !args.yes {
+    let confirmer: Arc<dyn Confirmer> = if args.args.iter().any(|a| a == "-") && !args.yes {
         Arc::new(NoPerson)
     } else {
         person(args.yes)
@@ -247,16 +229,6 @@ pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn call_args_parse_and_explain_errors() {
-        assert_eq!(read_call_args(None).unwrap(), json!({}));
-        assert_eq!(read_call_args(Some(r#"{"a":1}"#)).unwrap(), json!({"a": 1}));
-        let e = read_call_args(Some("{nope")).unwrap_err().to_string();
-        assert!(e.contains("not valid JSON"), "{e}");
-        let e = read_call_args(Some("[1]")).unwrap_err().to_string();
-        assert!(e.contains("must be a JSON object"), "{e}");
-    }
 
     #[test]
     fn tables_align() {

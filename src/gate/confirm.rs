@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::approval::ShownCall;
 use crate::registry::Effect;
 use crate::text::escape_controls;
+use crate::text::terminal::Tty;
 
 /// A person's answer, or the lack of one. Each is reported in its own words: a person who
 /// declined is not one who dismissed the question, nor a client that could not show it.
@@ -123,47 +124,80 @@ impl Confirmer for Scripted {
     }
 }
 
-/// Asks on the terminal: the prompt goes to stderr, the answer comes from stdin, and anything
-/// but `y`/`yes` (including end of input) is No. When stdin is not a terminal it cannot ask.
+/// Asks on the terminal: the prompt goes to stderr and the answer comes from stdin, or both go
+/// through the controlling terminal ([`TtyPrompt::on`]) when stdin holds something else. Anything
+/// but `y`/`yes` (including end of input) is No. With no terminal to read it cannot ask.
 #[derive(Debug, Default)]
 pub struct TtyPrompt {
     /// Serializes prompts so two concurrent calls never interleave their questions.
     lock: tokio::sync::Mutex<()>,
+    /// The controlling terminal, when questions go there rather than to stderr and stdin.
+    tty: Option<Arc<Tty>>,
 }
 
 impl TtyPrompt {
-    /// A prompt on this process's terminal.
+    /// A prompt on this process's stderr and stdin.
     pub fn new() -> TtyPrompt {
         TtyPrompt::default()
+    }
+
+    /// A prompt on the controlling terminal (`/dev/tty`), as sudo and git ask: stdin holds
+    /// something else (`lmcp run -` reads its script from it).
+    pub fn on(tty: Tty) -> TtyPrompt {
+        TtyPrompt {
+            tty: Some(Arc::new(tty)),
+            ..TtyPrompt::default()
+        }
+    }
+
+    /// Shows `question` (escaped) and reads the answer: [`Answer::Yes`] for `y` or `yes`,
+    /// [`Answer::CannotAsk`] when there is no terminal to read, [`Answer::No`] otherwise.
+    pub async fn ask(&self, question: String) -> Answer {
+        if self.tty.is_none() && !std::io::stdin().is_terminal() {
+            return Answer::CannotAsk;
+        }
+        let _guard = self.lock.lock().await;
+        // Should the call be cancelled while the question is open, this future is dropped
+        // and the flag tells the reader to stop: a reader left blocked on the terminal
+        // would swallow the next line typed (the REPL's next command).
+        let withdrawn = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _withdraw = Withdrawn(Arc::clone(&withdrawn));
+        let tty = self.tty.clone();
+        let line = tokio::task::spawn_blocking(move || match &tty {
+            Some(t) => {
+                t.show(&question);
+                read_answer(answer_fd(Some(t)), &withdrawn)
+            }
+            None => {
+                crate::text::terminal::show(crate::text::terminal::Stream::Err, &question);
+                read_answer(answer_fd(None), &withdrawn)
+            }
+        })
+        .await;
+        match line {
+            Ok(Ok(l)) if matches!(l.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
+                Answer::Yes
+            }
+            _ => Answer::No,
+        }
     }
 }
 
 impl Confirmer for TtyPrompt {
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
-        let text = render_prompt(request);
-        Box::pin(async move {
-            if !std::io::stdin().is_terminal() {
-                return Answer::CannotAsk;
-            }
-            let _guard = self.lock.lock().await;
-            // Should the call be cancelled while the question is open, this future is dropped
-            // and the flag tells the reader to stop: a reader left blocked on the terminal
-            // would swallow the next line typed (the REPL's next command).
-            let withdrawn = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let _withdraw = Withdrawn(Arc::clone(&withdrawn));
-            let line = tokio::task::spawn_blocking(move || {
-                crate::text::terminal::show(crate::text::terminal::Stream::Err, &text);
-                read_answer(&withdrawn)
-            })
-            .await;
-            match line {
-                Ok(Ok(l)) if matches!(l.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
-                    Answer::Yes
-                }
-                _ => Answer::No,
-            }
-        })
+        Box::pin(self.ask(render_prompt(request)))
     }
+}
+
+/// Where answers are read: the controlling terminal's descriptor, or stdin's (0).
+#[cfg(unix)]
+fn answer_fd(tty: Option<&Tty>) -> std::os::fd::RawFd {
+    tty.map_or(0, Tty::fd)
+}
+
+#[cfg(not(unix))]
+fn answer_fd(_tty: Option<&Tty>) -> i32 {
+    0
 }
 
 /// Sets its flag when dropped.
@@ -175,11 +209,13 @@ impl Drop for Withdrawn {
     }
 }
 
-/// Reads one answer line from the terminal, giving up when `withdrawn` is set. stdin is polled
+/// Reads one answer line from `fd` (stdin, or the controlling terminal), giving up when
+/// `withdrawn` is set. The descriptor is polled
 /// and then read one byte at a time, so this reader never blocks: a question withdrawn (Ctrl-C
 /// in the REPL) while its reader waits must not leave a blocked read behind that takes the next
 /// line the REPL's own editor was meant to get. It also never reads past the answer's newline.
-fn read_answer(withdrawn: &std::sync::atomic::AtomicBool) -> std::io::Result<String> {
+#[cfg_attr(not(unix), allow(unused_variables))]
+fn read_answer(fd: i32, withdrawn: &std::sync::atomic::AtomicBool) -> std::io::Result<String> {
     #[cfg(unix)]
     {
         let mut line = Vec::new();
@@ -187,13 +223,13 @@ fn read_answer(withdrawn: &std::sync::atomic::AtomicBool) -> std::io::Result<Str
             if withdrawn.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
             }
-            let mut fd = libc::pollfd {
-                fd: 0,
+            let mut poll = libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             };
             // SAFETY: poll on one valid pollfd for at most 100 ms.
-            let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+            let ready = unsafe { libc::poll(&mut poll, 1, 100) };
             if ready < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {
@@ -205,8 +241,9 @@ fn read_answer(withdrawn: &std::sync::atomic::AtomicBool) -> std::io::Result<Str
                 continue;
             }
             let mut byte = 0u8;
-            // SAFETY: reads at most one byte into a live local; poll said stdin is readable.
-            let n = unsafe { libc::read(0, (&raw mut byte).cast(), 1) };
+            // SAFETY: reads at most one byte into a live local; poll said `fd` (stdin, or the
+            // terminal the prompt holds open) is readable.
+            let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
             match n {
                 1 if byte == b'\n' => break,
                 1 => line.push(byte),

@@ -92,6 +92,9 @@ pub(super) fn call_tool(
         Outcome::Done(v) => Ok((true, convert::to_lua(lua, &v)?)),
         Outcome::Preview(p) => {
             let v = convert::to_lua(lua, &p.to_json())?;
+            if let Value::Table(t) = &v {
+                t.set_metatable(Some(preview_metatable(lua)?))?;
+            }
             s.keep_preview(p)?;
             Ok((true, v))
         }
@@ -111,6 +114,39 @@ pub(super) fn call_tool(
             Ok((false, Value::Table(t)))
         }
     }
+}
+
+/// The metatable of the preview a dry run hands a script where it expected a result: `print`
+/// and `tostring` of it say it is a preview and of which tool (`wrote nil` was printed for the
+/// `bytes` of a preview), while its fields stay plain data, so `json.encode` and `p.preview`
+/// read it as before. One per Lua state, closed like the tool errors' (`getmetatable` gives
+/// the name `Preview`, never the table, so no script can add `__gc` to it).
+fn preview_metatable(lua: &Lua) -> mlua::Result<Table> {
+    const KEY: &str = "lmcp.preview_mt";
+    if let Ok(Value::Table(mt)) = lua.named_registry_value::<Value>(KEY) {
+        return Ok(mt);
+    }
+    let mt = lua.create_table()?;
+    mt.raw_set("__name", "Preview")?;
+    mt.raw_set("__metatable", "Preview")?;
+    mt.raw_set(
+        "__tostring",
+        lua.create_function(|_, t: Table| {
+            // raw reads: the fields are the script's to change, and no metamethod runs here
+            let field = |k: &str| match t.raw_get::<Value>(k) {
+                Ok(Value::String(s)) => s.to_string_lossy(),
+                _ => "?".to_string(),
+            };
+            Ok(format!(
+                "preview of {} ({}), not run: {}",
+                field("tool"),
+                field("effect"),
+                field("summary")
+            ))
+        })?,
+    )?;
+    lua.set_named_registry_value(KEY, &mt)?;
+    Ok(mt)
 }
 
 /// The error table a failed tool call raises: `{code=, message=, tool=}` (and `details=` when

@@ -15,6 +15,8 @@ const GLOBALS: &str = r#"---@class ToolError
 ---@field tool string       the tool that was called
 ---@field details? table     for a failed program: failed_step and completed_steps
 
+---What a state-changing call returns in a dry run instead of its result: nothing was done.
+---`tostring(p)` and `print(p)` say "preview of TOOL (effect), not run: summary".
 ---@class Preview
 ---@field preview true
 ---@field tool string

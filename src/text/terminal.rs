@@ -11,6 +11,9 @@
 //! - [`clear_line`]: the one terminal control lmcp itself draws (a progress line redrawn).
 //! - [`program_output`]: what the person's own `lmcp run` script or REPL chunk `print`s, written
 //!   as it is (as `lua5.4` would): that program is the person's, and its output theirs.
+//! - [`Tty`]: the controlling terminal (`/dev/tty`), where questions go when stdin holds
+//!   something else (`lmcp run -` reads the script from it), as sudo and git ask; escaped as
+//!   [`show`] escapes.
 //!
 //! `house_rules::only_the_terminal_writer_writes` fails on any other way to stdout or stderr in
 //! `src/` (the MCP stdio transport is rmcp's, outside `src/`).
@@ -76,6 +79,44 @@ pub fn program_output(text: &str) -> bool {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .is_ok()
+}
+
+/// The process's controlling terminal, opened for reading and writing: questions are shown
+/// and answered there when stdin is taken (a script piped into `lmcp run -`). None when the
+/// process has no terminal at all (a service, a pipeline under `setsid`): then nobody can be
+/// asked.
+#[derive(Debug)]
+pub struct Tty {
+    file: std::fs::File,
+}
+
+impl Tty {
+    /// The controlling terminal, or `None` when there is none.
+    pub fn open() -> Option<Tty> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()?;
+        file.is_terminal().then_some(Tty { file })
+    }
+
+    /// Writes `text` on the terminal with its controls escaped, as [`show`] does; a terminal
+    /// that cannot be written is ignored (the answer read next is then no).
+    pub fn show(&self, text: &str) {
+        let mut file = &self.file;
+        let _ = file
+            .write_all(super::escape_controls_keep_lines(text).as_bytes())
+            .and_then(|()| file.flush());
+    }
+
+    /// The file descriptor answers are read from (polled, one byte at a time, so a withdrawn
+    /// question leaves no blocked read behind).
+    #[cfg(unix)]
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
+    }
 }
 
 /// `value` as JSON text (indented when `pretty`) that is safe on a terminal: besides what JSON

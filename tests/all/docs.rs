@@ -133,7 +133,8 @@ fn readme_tool_table_is_fresh() {
     }
 }
 
-/// The bash completion script loads, registers `lmcp`, and completes a subcommand.
+/// The bash completion script loads, registers `lmcp`, and completes a subcommand and a tool
+/// name (by asking the lmcp it was printed by).
 #[test]
 fn bash_completion_loads() {
     let home = tempfile::tempdir().unwrap();
@@ -145,9 +146,12 @@ fn bash_completion_loads() {
         .arg(format!(
             "set -e; source '{}'; complete -p lmcp; \
              COMP_WORDS=(lmcp rec); COMP_CWORD=1; COMP_LINE='lmcp rec'; COMP_POINT=8; \
-             _lmcp lmcp rec lmcp; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+             _clap_complete_lmcp lmcp rec lmcp; printf '%s\\n' \"${{COMPREPLY[@]}}\"; \
+             COMP_WORDS=(lmcp call calc); COMP_CWORD=2; \
+             _clap_complete_lmcp lmcp calc call; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
             script.display()
         ))
+        .env("LMCP_HOME", home.path())
         .output()
         .expect("bash runs");
     let stdout = String::from_utf8_lossy(&check.stdout);
@@ -156,8 +160,9 @@ fn bash_completion_loads() {
         "{}",
         String::from_utf8_lossy(&check.stderr)
     );
-    assert!(stdout.contains("-F _lmcp lmcp"), "{stdout}");
+    assert!(stdout.contains("-F _clap_complete_lmcp lmcp"), "{stdout}");
     assert!(stdout.lines().any(|l| l == "recipe"), "{stdout}");
+    assert!(stdout.lines().any(|l| l == "calculate"), "{stdout}");
     for shell in ["zsh", "fish", "powershell"] {
         let out = common::lmcp_ok(home.path(), &["completions", shell]);
         assert!(

@@ -11,7 +11,9 @@
 mod common;
 
 mod assets;
+mod call;
 mod cli;
+mod complete;
 mod custom_tools;
 mod docs;
 mod doors;
@@ -30,6 +32,8 @@ mod registry;
 #[cfg(unix)]
 mod repl;
 mod run;
+#[cfg(unix)]
+mod run_terminal;
 mod saving;
 mod script;
 mod skills;

@@ -457,6 +457,46 @@ async fn state_changing_calls_preview_wherever_they_hide() {
     );
 }
 
+/// A dry run hands a script a preview where it expected a result: printed, it says it is a
+/// preview and of which tool (it printed as a plain table, and its missing fields as nil), and
+/// it still encodes to the same JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preview_prints_as_a_preview_of_its_tool() {
+    let t = TestHost::new();
+    let src = r#"
+        local p = tools.write_file{path = "a.txt", content = "hello"}
+        print(p)
+        print("wrote " .. tostring(p))
+        return {text = tostring(p), meta = getmetatable(p), json = json.decode(json.encode(p)),
+                kind = p.preview and "preview" or "result", setmeta = select(2, pcall(setmetatable, p, {}))}
+    "#;
+    let o = run_lua(&t.host, src, ConfirmMode::Preview, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let text = o.value["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("preview of write_file (write), not run: "),
+        "{text}"
+    );
+    assert!(text.contains("a.txt"), "{text}");
+    assert!(
+        o.output.contains(&format!("{text}\nwrote {text}\n")),
+        "{}",
+        o.output
+    );
+    assert_eq!(o.value["meta"], json!("Preview"));
+    assert_eq!(o.value["kind"], json!("preview"));
+    assert!(
+        o.value["setmeta"].as_str().unwrap().contains("protected"),
+        "{}",
+        o.value
+    );
+    let encoded = &o.value["json"];
+    assert_eq!(encoded["preview"], json!(true));
+    assert_eq!(encoded["tool"], json!("write_file"));
+    assert_eq!(encoded["args"]["content"], json!("hello"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arguments_are_converted_once_and_raw() {
     let t = TestHost::new();
