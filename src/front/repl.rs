@@ -1,8 +1,10 @@
 //! `lmcp repl`: try tools by hand in Lua, with completion and history.
 //!
-//! One sandboxed Lua state lives for the whole session (globals persist between lines; `local`s
-//! last one chunk, as in `lua`). A line that does not compile yet because it ends too early
-//! continues on a `>>` prompt. Expressions print their value; `tools.NAME{...}` calls go through
+//! One sandboxed Lua state lives for the whole session. Globals persist between lines, and so do
+//! a chunk's top-level `local`s, as in node and ipython (`local n = 6`, then `n * 7` gives 42;
+//! `locals.rs`, `session_scope.rs`). A line that does not compile yet because it ends too early
+//! continues on a `>>` prompt. Expressions print their value, on one line when it fits the
+//! terminal, else a line per entry (`inspect` with a width); `tools.NAME{...}` calls go through
 //! the gate with origin `repl` and the session's confirmation mode (default: ask y/N before each
 //! state-changing call). Meta-commands start with `/`, which cannot begin a Lua statement (`:`
 //! could: `::label::`). Ctrl-C stops the running chunk and keeps the session; at the prompt it
@@ -18,7 +20,7 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::Validator;
-use rustyline::{Config, Context, Editor, Helper};
+use rustyline::{CompletionType, Config, Context, Editor, Helper};
 use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +31,7 @@ use crate::registry::Profile;
 use crate::script::{Output, Vm, VmOptions};
 
 use super::keep::{Chunk, Kept};
+use super::session_scope::SessionScope;
 
 /// What one input line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +181,7 @@ pub fn parse_line(line: &str) -> Input {
 }
 
 const HELP: &str = "\
-Type Lua. Expressions print their value; tools are functions:
+Type Lua. Expressions print their value; top-level locals last the session; tools are functions:
   tools.calculate{expression = \"2^10\"}
   for _, e in ipairs(tools.list_dir{}.entries) do print(e.name) end
 Globals: tools, params, json, log, sleep, lmcp, require (inspect, tbl, retry, test).
@@ -360,6 +363,8 @@ struct Session {
     globals: GlobalNames,
     /// The chunks that ran without error, for `/save`.
     kept: Kept,
+    /// Where the chunks' top-level locals live between lines.
+    scope: SessionScope,
 }
 
 /// The chunk being run: its cancellation token (Ctrl-C cancels it), and whether it is still
@@ -428,19 +433,25 @@ impl Session {
             .with_cancel(token)
     }
 
-    /// Runs one complete chunk: an expression if it compiles as one, else statements.
-    fn eval(&mut self, source: &str) -> Result<Vec<String>> {
+    /// Runs one complete chunk: an expression if it compiles as one, else statements, whose
+    /// top-level locals become the session's (`locals.rs`). Values are shown to fit `width`
+    /// columns.
+    fn eval(&mut self, source: &str, width: usize) -> Result<Vec<String>> {
         self.vm.set_context(self.context());
         let _finished = Finished(&self.current);
+        let scope = self.scope.next_chunk()?;
         let as_expr = format!("return {source}");
-        let expression = self.vm.compile(&as_expr, "stdin").is_ok();
+        let expression = self.vm.compile_in(&as_expr, "stdin", &scope).is_ok();
         let chunk = if expression {
             as_expr
         } else {
-            source.to_string()
+            // compiled as typed first: a syntax error points at what was typed, and Lua's own
+            // `<const>` check holds inside the chunk
+            self.vm.compile(source, "stdin")?;
+            super::locals::for_session(source)
         };
         self.vm.take_called();
-        let ran = self.vm.exec(&chunk, "stdin");
+        let ran = self.vm.exec_in(&chunk, "stdin", &scope);
         let tools = self.vm.take_called();
         let values = ran?;
         self.kept.push(Chunk {
@@ -458,9 +469,19 @@ impl Session {
                 });
             }
         };
+        let options = self
+            .vm
+            .lua()
+            .create_table()
+            .and_then(|t| t.set("width", width.max(20)).map(|()| t))
+            .map_err(|e| Error::Script {
+                message: format!("the result cannot be shown: {e}"),
+            })?;
         let mut shown = Vec::new();
         for v in values {
-            let text: String = inspect.call(v).unwrap_or_else(|e| format!("<{e}>"));
+            let text: String = inspect
+                .call((v, &options))
+                .unwrap_or_else(|e| format!("<{e}>"));
             shown.push(text);
         }
         for p in self.vm.take_previews() {
@@ -470,23 +491,28 @@ impl Session {
         Ok(shown)
     }
 
+    /// The names completion offers: the session's locals, then the globals.
     fn refresh_globals(&self) {
         let mut snapshot = Vec::new();
-        let _ = self.vm.env().for_each::<mlua::Value, mlua::Value>(|k, v| {
-            if let mlua::Value::String(k) = k {
-                let name = k.to_string_lossy();
-                let mut members = Vec::new();
-                if let mlua::Value::Table(t) = v {
-                    let _ = t.for_each::<mlua::Value, mlua::Value>(|mk, _| {
-                        if let mlua::Value::String(mk) = mk {
-                            members.push(mk.to_string_lossy());
-                        }
-                        Ok(())
-                    });
+        let slots = self.scope.slots().ok();
+        let tables = slots.iter().chain(std::iter::once(self.vm.env()));
+        let _ = tables.into_iter().try_for_each(|t| {
+            t.for_each::<mlua::Value, mlua::Value>(|k, v| {
+                if let mlua::Value::String(k) = k {
+                    let name = k.to_string_lossy();
+                    let mut members = Vec::new();
+                    if let mlua::Value::Table(t) = v {
+                        let _ = t.for_each::<mlua::Value, mlua::Value>(|mk, _| {
+                            if let mlua::Value::String(mk) = mk {
+                                members.push(mk.to_string_lossy());
+                            }
+                            Ok(())
+                        });
+                    }
+                    snapshot.push((name, members));
                 }
-                snapshot.push((name, members));
-            }
-            Ok(())
+                Ok(())
+            })
         });
         // Members of the string library are reached through `string.`.
         *self.globals.lock().unwrap_or_else(|p| p.into_inner()) = snapshot;
@@ -724,6 +750,7 @@ pub fn run_blocking(
     let root = CallContext::root(Origin::Repl, ConfirmMode::Ask);
     let vm = Vm::new(host.caller(), handle.clone(), root, options)?;
     let globals = Arc::new(Mutex::new(Vec::new()));
+    let scope = SessionScope::new(&vm)?;
     let mut session = Session {
         host: Arc::clone(&host),
         handle,
@@ -732,12 +759,15 @@ pub fn run_blocking(
         current,
         globals: Arc::clone(&globals),
         kept: Kept::default(),
+        scope,
     };
     session.vm.record_calls();
     session.refresh_globals();
     let _ = &session.handle;
 
+    // several candidates are listed, as readline lists them, rather than cycled through
     let editor_config = Config::builder()
+        .completion_type(CompletionType::List)
         .auto_add_history(true)
         .max_history_size(1000)
         .map_err(readline_error)?
@@ -781,7 +811,13 @@ pub fn run_blocking(
                     continue;
                 }
                 let source = std::mem::take(&mut buffer);
-                match session.eval(&source) {
+                // the terminal's width, or 80 when it cannot be told
+                let width = editor
+                    .dimensions()
+                    .map(|(w, _)| usize::from(w))
+                    .filter(|w| *w > 0)
+                    .unwrap_or(80);
+                match session.eval(&source, width) {
                     Ok(lines) => {
                         for l in lines {
                             outln!("{l}");
