@@ -198,8 +198,17 @@ Commands:
   /save tool user_NAME [-o FILE] [DESCRIPTION]
                       the kept chunks as one Lua program, shown, then saved (or written to FILE)
   /quit               leave (or Ctrl-D)
-Tab completes globals, tools.NAME and argument names inside tools.NAME{...}.
+Tab completes globals and locals, tools.NAME, argument names inside tools.NAME{...} and\nmodule names in require(\"...\"); a second Tab lists the candidates.
 Ctrl-C stops a running chunk; a line ending early continues on the next (>>).";
+
+/// The widest a tool name is shown in `/tools` before it is clipped with `…` (`/doc` and Tab
+/// give it whole), so the titles stay in one column on an 80-column terminal.
+const TOOL_NAME_COLUMN: usize = 32;
+
+/// `/tools`: name, effect and title in columns whose widths come from the rows.
+fn tools_listing(rows: &[Vec<String>]) -> String {
+    super::door::table_within(&["NAME", "EFFECT", "TITLE"], rows, TOOL_NAME_COLUMN)
+}
 
 /// Lua keywords, completed like globals.
 const KEYWORDS: &[&str] = &[
@@ -215,6 +224,8 @@ type GlobalNames = Arc<Mutex<Vec<(String, Vec<String>)>>>;
 pub struct ReplHelper {
     host: Arc<Host>,
     globals: GlobalNames,
+    /// What `require` can find: the stdlib modules (and a skill's own, in a VM that has them).
+    modules: Vec<String>,
 }
 
 impl ReplHelper {
@@ -248,6 +259,17 @@ impl ReplHelper {
             .map_or(0, |i| {
                 i + before[i..].chars().next().map_or(1, char::len_utf8)
             });
+        if let Some(at) = open_require(before) {
+            let typed = &before[at..];
+            let mut names: Vec<String> = self
+                .modules
+                .iter()
+                .filter(|m| m.starts_with(typed))
+                .cloned()
+                .collect();
+            names.sort();
+            return (at, names);
+        }
         let word = &before[start..];
         if let Some(tool) = open_tool_call(before)
             && !word.contains('.')
@@ -290,6 +312,24 @@ impl ReplHelper {
         out.dedup();
         (start, out)
     }
+}
+
+/// Where the module name starts when `before` ends inside `require("…`, `require '…` or the
+/// like: what is typed there is a module's name, not a global's.
+fn open_require(before: &str) -> Option<usize> {
+    let quote = before.rfind(['"', '\''])?;
+    let typed = &before[quote + 1..];
+    if !typed
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    {
+        return None;
+    }
+    let head = before[..quote].trim_end();
+    let head = head.strip_suffix('(').map_or(head, str::trim_end);
+    let rest = head.strip_suffix("require")?;
+    let part_of_a_name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | ':');
+    (!rest.ends_with(part_of_a_name)).then_some(quote + 1)
 }
 
 /// The tool whose argument table is open at the end of `before` (`tools.NAME{` or
@@ -528,7 +568,10 @@ impl Session {
         }
         let description = match save.description {
             Some(d) => d,
-            None => ask("description: ").unwrap_or_default(),
+            None => {
+                outln!("{DESCRIPTION_QUESTION}");
+                description_from(ask(DESCRIPTION_PROMPT))?
+            }
         };
         let text = self.kept.program(&save.name, &description)?;
         outln!("{text}");
@@ -658,15 +701,21 @@ impl Session {
             }
             Meta::Help => outln!("{HELP}"),
             Meta::Tools => {
-                for (t, a) in self.host.tools(Profile::Full) {
-                    let s = t.spec();
-                    let avail = if a.is_available() {
-                        ""
-                    } else {
-                        "  (unavailable)"
-                    };
-                    outln!("  {:<16} {:<6} {}{}", s.name, s.effect, s.title, avail);
-                }
+                let rows: Vec<Vec<String>> = self
+                    .host
+                    .tools(Profile::Full)
+                    .iter()
+                    .map(|(t, a)| {
+                        let s = t.spec();
+                        let title = if a.is_available() {
+                            s.title.clone()
+                        } else {
+                            format!("{}  (unavailable)", s.title)
+                        };
+                        vec![s.name.clone(), s.effect.to_string(), title]
+                    })
+                    .collect();
+                outln!("{}", tools_listing(&rows).trim_end());
             }
             Meta::Doc(name) => match self.host.registry().get(&name) {
                 Some(t) => {
@@ -711,6 +760,34 @@ impl Session {
         }
         true
     }
+}
+
+/// Asked, on a line of its own, when `/save` was given no description.
+const DESCRIPTION_QUESTION: &str =
+    "Describe what the program does, in one line (an empty line cancels /save):";
+
+/// The prompt the description is typed at: not `lmcp> `, so it is not taken for the next
+/// command's.
+const DESCRIPTION_PROMPT: &str = "description> ";
+
+/// The description typed for `/save` (`None`: Ctrl-C or Ctrl-D). An empty answer, or one that
+/// is a `/` command typed as if the question were not there, cancels the save with a message
+/// rather than becoming the description.
+fn description_from(answer: Option<String>) -> Result<String> {
+    let answer = answer.unwrap_or_default();
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return Err(Error::Usage(
+            "nothing was saved: a saved program needs a description; /save again and describe              it, or give it at the end of the /save line"
+                .into(),
+        ));
+    }
+    if answer.starts_with('/') {
+        return Err(Error::Usage(format!(
+            "nothing was saved: `{answer}` is a command, not a description; /save again and              describe the program"
+        )));
+    }
+    Ok(answer.to_string())
 }
 
 /// Who answers in the REPL: the person at the terminal, or nobody when stdin is not one. Never
@@ -777,6 +854,10 @@ pub fn run_blocking(
     editor.set_helper(Some(ReplHelper {
         host: Arc::clone(&host),
         globals,
+        modules: crate::script::STDLIB_MODULES
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect(),
     }));
     let history_file = host.paths().data_dir.join("repl_history.txt");
     let _ = editor.load_history(&history_file);
@@ -916,6 +997,50 @@ mod tests {
     }
 
     #[test]
+    fn tools_are_listed_in_columns() {
+        let long = format!("mcp__server__{}", "x".repeat(40));
+        let rows = vec![
+            vec!["calculate".into(), "read".into(), "Calculate".into()],
+            vec![long, "send".into(), "Far away".into()],
+            vec!["write_file".into(), "write".into(), "Write a file".into()],
+        ];
+        let text = tools_listing(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        let title_at: Vec<usize> = lines
+            .iter()
+            .zip(["TITLE", "Calculate", "Far away", "Write a file"])
+            .map(|(l, title)| l[..l.find(title).unwrap()].chars().count())
+            .collect();
+        assert!(title_at.iter().all(|&c| c == title_at[0]), "{text}");
+        assert_eq!(
+            title_at[0],
+            TOOL_NAME_COLUMN + 2 + "EFFECT".len() + 2,
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with(&format!("mcp__server__{}…  send", "x".repeat(18))),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_description_is_never_empty_nor_a_command() {
+        assert_eq!(
+            description_from(Some("  Adds two ".into())).unwrap(),
+            "Adds two"
+        );
+        for refused in [
+            None,
+            Some("".into()),
+            Some("   ".into()),
+            Some("/tools".into()),
+        ] {
+            let e = description_from(refused.clone()).unwrap_err().to_string();
+            assert!(e.contains("nothing was saved"), "{refused:?}: {e}");
+        }
+    }
+
+    #[test]
     fn open_tool_calls_are_found() {
         assert_eq!(
             open_tool_call("x = tools.calculate{ex").as_deref(),
@@ -944,7 +1069,11 @@ mod tests {
             ("tostring".to_string(), vec![]),
             ("tools".to_string(), vec![]),
         ]));
-        let h = ReplHelper { host, globals };
+        let h = ReplHelper {
+            host,
+            globals,
+            modules: vec!["tbl".into(), "test".into(), "inspect".into()],
+        };
         assert_eq!(
             h.candidates("tools.calc", 10),
             (0, vec!["tools.calculate".to_string()])
@@ -962,5 +1091,17 @@ mod tests {
         );
         assert_eq!(h.candidates("tos", 3), (0, vec!["tostring".to_string()]));
         assert_eq!(h.candidates("whi", 3), (0, vec!["while".to_string()]));
+        // inside require's string: module names, not globals (`table`, `tostring`)
+        for line in ["local t = require(\"t", "require 't", "require ( \"t"] {
+            assert_eq!(
+                h.candidates(line, line.len()),
+                (line.len() - 1, vec!["tbl".to_string(), "test".to_string()]),
+                "{line}"
+            );
+        }
+        for not_require in ["x = \"t", "m.require(\"t", "required(\"t"] {
+            let (_, words) = h.candidates(not_require, not_require.len());
+            assert!(!words.contains(&"tbl".to_string()), "{not_require}");
+        }
     }
 }
