@@ -245,6 +245,9 @@ pub struct ToolSpec {
     /// that program's effect before anything runs, and hand the handler that very snapshot.
     #[serde(skip)]
     pub resolve: Option<Resolver>,
+    /// The tool's own refusals the gate runs before it asks anyone (see [`Precheck`]).
+    #[serde(skip)]
+    pub precheck: Option<Precheck>,
 }
 
 impl ToolSpec {
@@ -266,6 +269,7 @@ impl ToolSpec {
             secret_args: false,
             summarize: None,
             resolve: None,
+            precheck: None,
         }
     }
 
@@ -316,6 +320,12 @@ impl ToolSpec {
     /// Declares that the tool has no preview: it acts when called.
     pub fn without_preview(mut self) -> Self {
         self.has_preview = false;
+        self
+    }
+
+    /// Declares the check the gate runs on the arguments before it asks or previews.
+    pub fn prechecks(mut self, f: Precheck) -> Self {
+        self.precheck = Some(f);
         self
     }
 
@@ -393,6 +403,12 @@ pub struct Resolved {
 
 /// Works out, from a gateway's validated arguments, the program it would run.
 pub type Resolver = fn(&dyn Caller, &Value) -> Result<Resolved>;
+
+/// A tool's own check of a call's arguments that needs nobody's yes (a path outside the
+/// roots): the gate runs it before it asks or previews, so a person is never asked to allow a
+/// call that would be refused anyway. The handler still checks what it opens; this only
+/// refuses earlier.
+pub type Precheck = fn(&dyn Caller, &Value) -> Result<()>;
 
 /// What a handler receives: validated arguments, the call's context, and the caller for nested
 /// calls (which go back through the gate).

@@ -327,10 +327,16 @@ const MAX_COLUMN: usize = 60;
 
 /// Left-aligned columns, two spaces apart.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    table_within(header, rows, MAX_COLUMN)
+}
+
+/// [`table`] with columns other than the last at most `max` wide (the REPL's `/tools` keeps
+/// the titles on a line).
+pub(crate) fn table_within(header: &[&str], rows: &[Vec<String>], max: usize) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count()).min(MAX_COLUMN);
+            widths[i] = widths[i].max(cell.chars().count()).min(max);
         }
     }
     let line = |cells: Vec<&str>| {

@@ -2,9 +2,12 @@
 //! custom tool (`/save`), after `/history`, `/drop N` and `/params NAME...`.
 //!
 //! Each chunk that ran without error is kept in order, with the tools it called. The program
-//! wraps each statement chunk in `do ... end`, so a `local` lasts one chunk as it did at the
-//! prompt, and globals carry from chunk to chunk as they did; a chunk with a `return` runs as
-//! its own function, as at the prompt, so it ends that chunk and not the program. Lines are
+//! wraps each statement chunk in `do ... end`, a block of its own as at the prompt, and globals
+//! carry from chunk to chunk as they did. The top-level `local`s the session kept
+//! (`locals.rs`) outlive their chunk here too: such a chunk stands at the program's top level
+//! as typed, or, when it cannot (a `return`, a top-level label, a `<close>` local), keeps its
+//! block with those locals declared just before it. A chunk with a `return` runs as its own
+//! function, as at the prompt, so it ends that chunk and not the program. Lines are
 //! kept byte for byte (no re-indenting: a long string would change). A chunk that only showed
 //! a value (`total * 100`, no tool called) does nothing in a program and is left out, unless
 //! it is the last: its value is then what the program returns. The header's `---@uses` lists
@@ -215,6 +218,8 @@ impl Kept {
                 lines[l.line] = format!("{indent}{local}{} = params.{}", l.name, l.name);
             }
             let body = lines.join("\n");
+            let analysis = super::locals::analyse(&body);
+            let carried = !analysis.carried_names().is_empty();
             let block = if c.expression && i == last {
                 format!("return {body}")
             } else if c.expression && !c.statement && !c.tools.is_empty() {
@@ -222,14 +227,25 @@ impl Kept {
                 format!("do\nlocal _ = {body}\nend")
             } else if left_out(c) {
                 continue;
-            } else if has_return(&body) {
+            } else if carried && analysis.stands_alone() {
+                // its top-level locals outlived the line at the prompt: here too
+                not_a_call(body)
+            } else if analysis.returns {
                 // a chunk runs as a function at the prompt: its return ends it, not the program
-                let run = format!("(function(...)\n{body}\nend)(...)");
+                let (declare, body) = match super::locals::for_program(&body) {
+                    Some((declare, body)) => (format!("{declare}\n"), body),
+                    None => (String::new(), body),
+                };
+                let run = format!("{declare};(function(...)\n{body}\nend)(...)");
                 if i == last {
-                    format!("return {run}")
+                    format!("{declare}return (function(...)\n{body}\nend)(...)")
                 } else {
                     run
                 }
+            } else if let Some((declare, body)) = super::locals::for_program(&body) {
+                // a label or a `<close>` local keeps the block; the locals it carried are
+                // declared before it
+                format!("{declare}\ndo\n{body}\nend")
             } else {
                 format!("do\n{body}\nend")
             };
@@ -247,17 +263,14 @@ fn left_out(c: &Chunk) -> bool {
     c.expression && !c.statement && c.tools.is_empty()
 }
 
-/// Whether the word `return` appears in the source (in code or not: wrapping a chunk as a
-/// function when it need not be changes nothing).
-fn has_return(source: &str) -> bool {
-    source.match_indices("return").any(|(at, _)| {
-        let word = |c: char| c.is_alphanumeric() || c == '_';
-        !source[..at].chars().next_back().is_some_and(word)
-            && !source[at + "return".len()..]
-                .chars()
-                .next()
-                .is_some_and(word)
-    })
+/// A chunk set at a program's top level as it is, with a `;` before it when it starts with `(`,
+/// so it is not read as a call on the end of the chunk before it.
+fn not_a_call(body: String) -> String {
+    if body.trim_start().starts_with('(') {
+        format!(";{body}")
+    } else {
+        body
+    }
 }
 
 /// Finds the first `local NAME = <literal>` or `NAME = <literal>` line (alone on its line).
@@ -409,7 +422,7 @@ mod tests {
             ---@param n integer=4 Set to 4 in the session\n\
             ---@param word string=\"hi\" Set to \"hi\" in the session\n\
             ---@uses calculate\n\
-            \ndo\nlocal n = params.n\nend\n\
+            \nlocal n = params.n\n\
             \ndo\nword = params.word\nend\n\
             \ndo\nfor i = 1, 3 do\n  total = (total or 0) + i\nend\nend\n\
             \ndo\ntools.calculate{expression = '1+1'}\nend\n\
@@ -439,7 +452,7 @@ mod tests {
         let p = k.program("r", "d").unwrap();
         assert!(p.contains("---@uses workspace_create\n"), "{p}");
         assert!(
-            p.contains("\n(function(...)\nreturn 42\nend)(...)\n"),
+            p.contains("\n;(function(...)\nreturn 42\nend)(...)\n"),
             "{p}"
         );
         assert!(
@@ -472,7 +485,42 @@ mod tests {
         ));
         k.push(chunk("x = 1", false, false, &[]));
         assert!(k.program("r", "d").unwrap().contains("---@uses \n"));
-        assert!(has_return("x = 1 return x") && !has_return("returned = 1; x.return_value = 2"));
+    }
+
+    /// The locals the session kept mean the same in the program: a chunk's own, a function's,
+    /// one set in a chunk that returned, one shadowed, one in a chunk with a label.
+    #[test]
+    fn kept_locals_mean_in_the_program_what_they_meant_at_the_prompt() {
+        let mut k = Kept::default();
+        k.push(chunk("local n = 6", false, false, &[]));
+        k.push(chunk(
+            "local function twice(x) return x * 2 end",
+            false,
+            false,
+            &[],
+        ));
+        k.push(chunk(
+            "local y = twice(n) if y > 100 then return 'big' end",
+            false,
+            false,
+            &[],
+        ));
+        k.push(chunk("local n = n + 1", false, false, &[]));
+        k.push(chunk("(print)('side effect')", false, false, &[]));
+        k.push(chunk("::again:: local z = y + n", false, false, &[]));
+        k.push(chunk("z", true, false, &[]));
+        let p = k.program("p", "d").unwrap();
+        assert!(p.contains("\nlocal n = 6\n\nlocal function twice"), "{p}");
+        assert!(
+            p.contains("\nlocal y = y\n;(function(...)\ny = twice(n) if"),
+            "{p}"
+        );
+        assert!(
+            p.contains("\nlocal z = z\ndo\n::again:: z = y + n\nend\n"),
+            "{p}"
+        );
+        let lua = mlua::Lua::new();
+        assert_eq!(lua.load(&p).eval::<i64>().unwrap(), 19, "{p}");
     }
 
     #[test]

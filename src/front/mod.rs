@@ -16,6 +16,8 @@
 //! | `run_question.rs`  | the one question `lmcp run` asks on a terminal, from its scope        |
 //! | `repl.rs`          | `lmcp repl`: Lua with completion, history and `/` commands            |
 //! | `keep.rs`          | the REPL's `/save`: what a session tried, kept as a recipe or tool    |
+//! | `locals.rs`        | the REPL's top-level `local`s found and rewritten to outlive a line   |
+//! | `session_scope.rs` | the REPL's session slots, where those locals live between lines       |
 //! | `skill.rs`         | `lmcp skill ...`: install, show, configure and call skills            |
 //! | `mcp.rs`           | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)        |
 //! | `lines.rs`         | the line filter before rmcp: parse errors (-32700), line bound        |
@@ -31,12 +33,14 @@ pub mod http;
 pub mod http_sessions;
 pub mod keep;
 pub mod lines;
+pub mod locals;
 pub mod mcp;
 pub mod pdf;
 pub mod recipe;
 pub mod repl;
 pub mod run;
 pub mod run_question;
+pub mod session_scope;
 pub mod settings;
 pub mod skill;
 pub mod tool_cmd;

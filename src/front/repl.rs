@@ -1,8 +1,10 @@
 //! `lmcp repl`: try tools by hand in Lua, with completion and history.
 //!
-//! One sandboxed Lua state lives for the whole session (globals persist between lines; `local`s
-//! last one chunk, as in `lua`). A line that does not compile yet because it ends too early
-//! continues on a `>>` prompt. Expressions print their value; `tools.NAME{...}` calls go through
+//! One sandboxed Lua state lives for the whole session. Globals persist between lines, and so do
+//! a chunk's top-level `local`s, as in node and ipython (`local n = 6`, then `n * 7` gives 42;
+//! `locals.rs`, `session_scope.rs`). A line that does not compile yet because it ends too early
+//! continues on a `>>` prompt. Expressions print their value, on one line when it fits the
+//! terminal, else a line per entry (`inspect` with a width); `tools.NAME{...}` calls go through
 //! the gate with origin `repl` and the session's confirmation mode (default: ask y/N before each
 //! state-changing call). Meta-commands start with `/`, which cannot begin a Lua statement (`:`
 //! could: `::label::`). Ctrl-C stops the running chunk and keeps the session; at the prompt it
@@ -18,7 +20,7 @@ use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::Validator;
-use rustyline::{Config, Context, Editor, Helper};
+use rustyline::{CompletionType, Config, Context, Editor, Helper};
 use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +31,7 @@ use crate::registry::Profile;
 use crate::script::{Output, Vm, VmOptions};
 
 use super::keep::{Chunk, Kept};
+use super::session_scope::SessionScope;
 
 /// What one input line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +181,7 @@ pub fn parse_line(line: &str) -> Input {
 }
 
 const HELP: &str = "\
-Type Lua. Expressions print their value; tools are functions:
+Type Lua. Expressions print their value; top-level locals last the session; tools are functions:
   tools.calculate{expression = \"2^10\"}
   for _, e in ipairs(tools.list_dir{}.entries) do print(e.name) end
 Globals: tools, params, json, log, sleep, lmcp, require (inspect, tbl, retry, test).
@@ -195,8 +198,17 @@ Commands:
   /save tool user_NAME [-o FILE] [DESCRIPTION]
                       the kept chunks as one Lua program, shown, then saved (or written to FILE)
   /quit               leave (or Ctrl-D)
-Tab completes globals, tools.NAME and argument names inside tools.NAME{...}.
+Tab completes globals and locals, tools.NAME, argument names inside tools.NAME{...} and\nmodule names in require(\"...\"); a second Tab lists the candidates.
 Ctrl-C stops a running chunk; a line ending early continues on the next (>>).";
+
+/// The widest a tool name is shown in `/tools` before it is clipped with `…` (`/doc` and Tab
+/// give it whole), so the titles stay in one column on an 80-column terminal.
+const TOOL_NAME_COLUMN: usize = 32;
+
+/// `/tools`: name, effect and title in columns whose widths come from the rows.
+fn tools_listing(rows: &[Vec<String>]) -> String {
+    super::door::table_within(&["NAME", "EFFECT", "TITLE"], rows, TOOL_NAME_COLUMN)
+}
 
 /// Lua keywords, completed like globals.
 const KEYWORDS: &[&str] = &[
@@ -212,6 +224,8 @@ type GlobalNames = Arc<Mutex<Vec<(String, Vec<String>)>>>;
 pub struct ReplHelper {
     host: Arc<Host>,
     globals: GlobalNames,
+    /// What `require` can find: the stdlib modules (and a skill's own, in a VM that has them).
+    modules: Vec<String>,
 }
 
 impl ReplHelper {
@@ -245,6 +259,17 @@ impl ReplHelper {
             .map_or(0, |i| {
                 i + before[i..].chars().next().map_or(1, char::len_utf8)
             });
+        if let Some(at) = open_require(before) {
+            let typed = &before[at..];
+            let mut names: Vec<String> = self
+                .modules
+                .iter()
+                .filter(|m| m.starts_with(typed))
+                .cloned()
+                .collect();
+            names.sort();
+            return (at, names);
+        }
         let word = &before[start..];
         if let Some(tool) = open_tool_call(before)
             && !word.contains('.')
@@ -287,6 +312,24 @@ impl ReplHelper {
         out.dedup();
         (start, out)
     }
+}
+
+/// Where the module name starts when `before` ends inside `require("…`, `require '…` or the
+/// like: what is typed there is a module's name, not a global's.
+fn open_require(before: &str) -> Option<usize> {
+    let quote = before.rfind(['"', '\''])?;
+    let typed = &before[quote + 1..];
+    if !typed
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    {
+        return None;
+    }
+    let head = before[..quote].trim_end();
+    let head = head.strip_suffix('(').map_or(head, str::trim_end);
+    let rest = head.strip_suffix("require")?;
+    let part_of_a_name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | ':');
+    (!rest.ends_with(part_of_a_name)).then_some(quote + 1)
 }
 
 /// The tool whose argument table is open at the end of `before` (`tools.NAME{` or
@@ -360,6 +403,8 @@ struct Session {
     globals: GlobalNames,
     /// The chunks that ran without error, for `/save`.
     kept: Kept,
+    /// Where the chunks' top-level locals live between lines.
+    scope: SessionScope,
 }
 
 /// The chunk being run: its cancellation token (Ctrl-C cancels it), and whether it is still
@@ -428,19 +473,25 @@ impl Session {
             .with_cancel(token)
     }
 
-    /// Runs one complete chunk: an expression if it compiles as one, else statements.
-    fn eval(&mut self, source: &str) -> Result<Vec<String>> {
+    /// Runs one complete chunk: an expression if it compiles as one, else statements, whose
+    /// top-level locals become the session's (`locals.rs`). Values are shown to fit `width`
+    /// columns.
+    fn eval(&mut self, source: &str, width: usize) -> Result<Vec<String>> {
         self.vm.set_context(self.context());
         let _finished = Finished(&self.current);
+        let scope = self.scope.next_chunk()?;
         let as_expr = format!("return {source}");
-        let expression = self.vm.compile(&as_expr, "stdin").is_ok();
+        let expression = self.vm.compile_in(&as_expr, "stdin", &scope).is_ok();
         let chunk = if expression {
             as_expr
         } else {
-            source.to_string()
+            // compiled as typed first: a syntax error points at what was typed, and Lua's own
+            // `<const>` check holds inside the chunk
+            self.vm.compile(source, "stdin")?;
+            super::locals::for_session(source)
         };
         self.vm.take_called();
-        let ran = self.vm.exec(&chunk, "stdin");
+        let ran = self.vm.exec_in(&chunk, "stdin", &scope);
         let tools = self.vm.take_called();
         let values = ran?;
         self.kept.push(Chunk {
@@ -458,9 +509,19 @@ impl Session {
                 });
             }
         };
+        let options = self
+            .vm
+            .lua()
+            .create_table()
+            .and_then(|t| t.set("width", width.max(20)).map(|()| t))
+            .map_err(|e| Error::Script {
+                message: format!("the result cannot be shown: {e}"),
+            })?;
         let mut shown = Vec::new();
         for v in values {
-            let text: String = inspect.call(v).unwrap_or_else(|e| format!("<{e}>"));
+            let text: String = inspect
+                .call((v, &options))
+                .unwrap_or_else(|e| format!("<{e}>"));
             shown.push(text);
         }
         for p in self.vm.take_previews() {
@@ -470,29 +531,34 @@ impl Session {
         Ok(shown)
     }
 
+    /// The names completion offers: the session's locals, then the globals.
     fn refresh_globals(&self) {
         let mut snapshot = Vec::new();
-        let _ = self.vm.env().for_each::<mlua::Value, mlua::Value>(|k, v| {
-            // Only names Lua can spell after `.` are offered: the line editor draws candidates
-            // itself, and a key read from someone's file could hold terminal controls.
-            if let mlua::Value::String(k) = k
-                && crate::program::compile::is_identifier(&k.to_string_lossy())
-            {
-                let name = k.to_string_lossy();
-                let mut members = Vec::new();
-                if let mlua::Value::Table(t) = v {
-                    let _ = t.for_each::<mlua::Value, mlua::Value>(|mk, _| {
-                        if let mlua::Value::String(mk) = mk
-                            && crate::program::compile::is_identifier(&mk.to_string_lossy())
-                        {
-                            members.push(mk.to_string_lossy());
-                        }
-                        Ok(())
-                    });
+        let slots = self.scope.slots().ok();
+        let tables = slots.iter().chain(std::iter::once(self.vm.env()));
+        let _ = tables.into_iter().try_for_each(|t| {
+            t.for_each::<mlua::Value, mlua::Value>(|k, v| {
+                // Only names Lua can spell after `.` are offered: the line editor draws
+                // candidates itself, and a key read from someone's file could hold controls.
+                if let mlua::Value::String(k) = k
+                    && crate::program::compile::is_identifier(&k.to_string_lossy())
+                {
+                    let name = k.to_string_lossy();
+                    let mut members = Vec::new();
+                    if let mlua::Value::Table(t) = v {
+                        let _ = t.for_each::<mlua::Value, mlua::Value>(|mk, _| {
+                            if let mlua::Value::String(mk) = mk
+                                && crate::program::compile::is_identifier(&mk.to_string_lossy())
+                            {
+                                members.push(mk.to_string_lossy());
+                            }
+                            Ok(())
+                        });
+                    }
+                    snapshot.push((name, members));
                 }
-                snapshot.push((name, members));
-            }
-            Ok(())
+                Ok(())
+            })
         });
         // Members of the string library are reached through `string.`.
         *self.globals.lock().unwrap_or_else(|p| p.into_inner()) = snapshot;
@@ -508,7 +574,10 @@ impl Session {
         }
         let description = match save.description {
             Some(d) => d,
-            None => ask("description: ").unwrap_or_default(),
+            None => {
+                outln!("{DESCRIPTION_QUESTION}");
+                description_from(ask(DESCRIPTION_PROMPT))?
+            }
         };
         let text = self.kept.program(&save.name, &description)?;
         outln!("{text}");
@@ -638,15 +707,21 @@ impl Session {
             }
             Meta::Help => outln!("{HELP}"),
             Meta::Tools => {
-                for (t, a) in self.host.tools(Profile::Full) {
-                    let s = t.spec();
-                    let avail = if a.is_available() {
-                        ""
-                    } else {
-                        "  (unavailable)"
-                    };
-                    outln!("  {:<16} {:<6} {}{}", s.name, s.effect, s.title, avail);
-                }
+                let rows: Vec<Vec<String>> = self
+                    .host
+                    .tools(Profile::Full)
+                    .iter()
+                    .map(|(t, a)| {
+                        let s = t.spec();
+                        let title = if a.is_available() {
+                            s.title.clone()
+                        } else {
+                            format!("{}  (unavailable)", s.title)
+                        };
+                        vec![s.name.clone(), s.effect.to_string(), title]
+                    })
+                    .collect();
+                outln!("{}", tools_listing(&rows).trim_end());
             }
             Meta::Doc(name) => match self.host.registry().get(&name) {
                 Some(t) => {
@@ -693,6 +768,34 @@ impl Session {
     }
 }
 
+/// Asked, on a line of its own, when `/save` was given no description.
+const DESCRIPTION_QUESTION: &str =
+    "Describe what the program does, in one line (an empty line cancels /save):";
+
+/// The prompt the description is typed at: not `lmcp> `, so it is not taken for the next
+/// command's.
+const DESCRIPTION_PROMPT: &str = "description> ";
+
+/// The description typed for `/save` (`None`: Ctrl-C or Ctrl-D). An empty answer, or one that
+/// is a `/` command typed as if the question were not there, cancels the save with a message
+/// rather than becoming the description.
+fn description_from(answer: Option<String>) -> Result<String> {
+    let answer = answer.unwrap_or_default();
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return Err(Error::Usage(
+            "nothing was saved: a saved program needs a description; /save again and describe              it, or give it at the end of the /save line"
+                .into(),
+        ));
+    }
+    if answer.starts_with('/') {
+        return Err(Error::Usage(format!(
+            "nothing was saved: `{answer}` is a command, not a description; /save again and              describe the program"
+        )));
+    }
+    Ok(answer.to_string())
+}
+
 /// Who answers in the REPL: the person at the terminal, or nobody when stdin is not one. Never
 /// an always-yes, whatever the mode.
 fn session_confirmer() -> Arc<dyn Confirmer> {
@@ -730,6 +833,7 @@ pub fn run_blocking(
     let root = CallContext::root(Origin::Repl, ConfirmMode::Ask);
     let vm = Vm::new(host.caller(), handle.clone(), root, options)?;
     let globals = Arc::new(Mutex::new(Vec::new()));
+    let scope = SessionScope::new(&vm)?;
     let mut session = Session {
         host: Arc::clone(&host),
         handle,
@@ -738,12 +842,15 @@ pub fn run_blocking(
         current,
         globals: Arc::clone(&globals),
         kept: Kept::default(),
+        scope,
     };
     session.vm.record_calls();
     session.refresh_globals();
     let _ = &session.handle;
 
+    // several candidates are listed, as readline lists them, rather than cycled through
     let editor_config = Config::builder()
+        .completion_type(CompletionType::List)
         .auto_add_history(true)
         .max_history_size(1000)
         .map_err(readline_error)?
@@ -753,6 +860,10 @@ pub fn run_blocking(
     editor.set_helper(Some(ReplHelper {
         host: Arc::clone(&host),
         globals,
+        modules: crate::script::STDLIB_MODULES
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect(),
     }));
     let history_file = host.paths().data_dir.join("repl_history.txt");
     let _ = editor.load_history(&history_file);
@@ -787,7 +898,13 @@ pub fn run_blocking(
                     continue;
                 }
                 let source = std::mem::take(&mut buffer);
-                match session.eval(&source) {
+                // the terminal's width, or 80 when it cannot be told
+                let width = editor
+                    .dimensions()
+                    .map(|(w, _)| usize::from(w))
+                    .filter(|w| *w > 0)
+                    .unwrap_or(80);
+                match session.eval(&source, width) {
                     Ok(lines) => {
                         for l in lines {
                             outln!("{l}");
@@ -886,6 +1003,50 @@ mod tests {
     }
 
     #[test]
+    fn tools_are_listed_in_columns() {
+        let long = format!("mcp__server__{}", "x".repeat(40));
+        let rows = vec![
+            vec!["calculate".into(), "read".into(), "Calculate".into()],
+            vec![long, "send".into(), "Far away".into()],
+            vec!["write_file".into(), "write".into(), "Write a file".into()],
+        ];
+        let text = tools_listing(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        let title_at: Vec<usize> = lines
+            .iter()
+            .zip(["TITLE", "Calculate", "Far away", "Write a file"])
+            .map(|(l, title)| l[..l.find(title).unwrap()].chars().count())
+            .collect();
+        assert!(title_at.iter().all(|&c| c == title_at[0]), "{text}");
+        assert_eq!(
+            title_at[0],
+            TOOL_NAME_COLUMN + 2 + "EFFECT".len() + 2,
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with(&format!("mcp__server__{}…  send", "x".repeat(18))),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_description_is_never_empty_nor_a_command() {
+        assert_eq!(
+            description_from(Some("  Adds two ".into())).unwrap(),
+            "Adds two"
+        );
+        for refused in [
+            None,
+            Some("".into()),
+            Some("   ".into()),
+            Some("/tools".into()),
+        ] {
+            let e = description_from(refused.clone()).unwrap_err().to_string();
+            assert!(e.contains("nothing was saved"), "{refused:?}: {e}");
+        }
+    }
+
+    #[test]
     fn open_tool_calls_are_found() {
         assert_eq!(
             open_tool_call("x = tools.calculate{ex").as_deref(),
@@ -914,7 +1075,11 @@ mod tests {
             ("tostring".to_string(), vec![]),
             ("tools".to_string(), vec![]),
         ]));
-        let h = ReplHelper { host, globals };
+        let h = ReplHelper {
+            host,
+            globals,
+            modules: vec!["tbl".into(), "test".into(), "inspect".into()],
+        };
         assert_eq!(
             h.candidates("tools.calc", 10),
             (0, vec!["tools.calculate".to_string()])
@@ -932,5 +1097,17 @@ mod tests {
         );
         assert_eq!(h.candidates("tos", 3), (0, vec!["tostring".to_string()]));
         assert_eq!(h.candidates("whi", 3), (0, vec!["while".to_string()]));
+        // inside require's string: module names, not globals (`table`, `tostring`)
+        for line in ["local t = require(\"t", "require 't", "require ( \"t"] {
+            assert_eq!(
+                h.candidates(line, line.len()),
+                (line.len() - 1, vec!["tbl".to_string(), "test".to_string()]),
+                "{line}"
+            );
+        }
+        for not_require in ["x = \"t", "m.require(\"t", "required(\"t"] {
+            let (_, words) = h.candidates(not_require, not_require.len());
+            assert!(!words.contains(&"tbl".to_string()), "{not_require}");
+        }
     }
 }

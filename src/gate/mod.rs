@@ -13,6 +13,8 @@
 //!    takes *its* effect: the strongest effect of every tool it may call, destructive if any is;
 //! 4. **grants**: `deny` refuses; `ask` needs a person's yes at stage 6;
 //! 5. **modes**: read-only refuses `write` and `send` tools; private refuses `send` tools;
+//!    then the tool's own **precheck**, if it has one (a path outside the roots), refuses what
+//!    would be refused anyway, so nobody is asked to allow it;
 //! 6. **confirmation**: in `preview` mode a state-changing leaf call (or one under an `ask`
 //!    grant) returns a [`Preview`] and does nothing, and a program runs with its own calls
 //!    previewing; an `ask` grant, or a state-changing call in `ask` mode, asks the context's
@@ -249,6 +251,14 @@ async fn decide_and_run(
                 .to_string(),
             tool: name.to_string(),
         };
+    }
+
+    // 5b. the tool's own refusals, before anyone is asked (asked first, a person's yes would
+    // only lead to the same refusal)
+    if let Some(precheck) = spec.precheck
+        && let Err(e) = precheck(host.as_ref(), &args)
+    {
+        return Outcome::Failed(e);
     }
 
     // 6. confirmation (what a preview, a question or a plan shows is made only when one is: a

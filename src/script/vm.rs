@@ -486,7 +486,13 @@ impl Vm {
 
     /// Compiles and runs a chunk in the sandbox; the values it returned.
     pub fn exec(&self, source: &str, chunk_name: &str) -> Result<MultiValue> {
-        let f = self.compile(source, chunk_name)?;
+        self.exec_in(source, chunk_name, &self.env)
+    }
+
+    /// [`Vm::exec`] with another environment for the chunk (the REPL's session scope, which
+    /// reaches the script environment through its metatable).
+    pub fn exec_in(&self, source: &str, chunk_name: &str, env: &Table) -> Result<MultiValue> {
+        let f = self.compile_in(source, chunk_name, env)?;
         let result = self.runner.call::<MultiValue>(f);
         if let Some(e) = self.state.interruption_error() {
             return Err(e);
@@ -527,6 +533,11 @@ impl Vm {
 
     /// Compiles a chunk in text mode, in the script environment.
     pub fn compile(&self, source: &str, chunk_name: &str) -> Result<Function> {
+        self.compile_in(source, chunk_name, &self.env)
+    }
+
+    /// [`Vm::compile`] with another environment for the chunk.
+    pub fn compile_in(&self, source: &str, chunk_name: &str, env: &Table) -> Result<Function> {
         if let Some(message) = super::refuse_slow_source(source, chunk_name) {
             return Err(Error::Script { message });
         }
@@ -534,7 +545,7 @@ impl Vm {
             .load(source)
             .set_name(format!("={chunk_name}"))
             .set_mode(ChunkMode::Text)
-            .set_environment(self.env.clone())
+            .set_environment(env.clone())
             .into_function()
             .map_err(|e| match e {
                 // worded as the library's checks word it (`check::compile_lua`)

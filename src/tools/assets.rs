@@ -335,6 +335,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             )
             .effect(Effect::Write, write)
             .requires(Requirements { terminal: false, local_files: true })
+            .prechecks(crate::tools::beneath::path_precheck)
             .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}, "imported": {"type": "string", "description": "When it was imported (RFC 3339)"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256", "imported"]})),
             handler(|inv| async move {
                 let (host, args, ctx) = (inv.host(), inv.args, inv.ctx);

@@ -67,6 +67,26 @@ fn escaped(shown: &Path, e: std::io::Error) -> Error {
     }
 }
 
+/// The prechecks of the tools that take a path (`Precheck`, run by the gate before it asks):
+/// the path argument placed inside a root, or refused as the handler would refuse it. Only the
+/// placing is checked; the handler still opens beneath the root (a link swapped in later
+/// cannot lead out).
+fn place_arg(caller: &dyn crate::gate::Caller, args: &serde_json::Value, key: &str) -> Result<()> {
+    let given = args.get(key).and_then(serde_json::Value::as_str);
+    let input = given.filter(|p| !p.is_empty()).unwrap_or(".");
+    Roots::of(Host::of(caller))?.place(input).map(|_| ())
+}
+
+/// The precheck of tools whose `path` names a file or folder.
+pub fn path_precheck(caller: &dyn crate::gate::Caller, args: &serde_json::Value) -> Result<()> {
+    place_arg(caller, args, "path")
+}
+
+/// The precheck of tools whose `cwd` names the folder they run in.
+pub fn cwd_precheck(caller: &dyn crate::gate::Caller, args: &serde_json::Value) -> Result<()> {
+    place_arg(caller, args, "cwd")
+}
+
 impl Roots {
     /// The host's roots now (the workspace is created on first use).
     pub fn of(host: &Host) -> Result<Roots> {

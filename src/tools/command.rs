@@ -49,6 +49,7 @@ pub fn spec() -> ToolSpec {
     )
     .profile(Profile::Full)
     .requires(Requirements { terminal: true, local_files: false })
+    .prechecks(crate::tools::beneath::cwd_precheck)
     .summary(|args| {
         let mut line = args["program"].as_str().unwrap_or("?").to_string();
         for a in args["args"].as_array().into_iter().flatten() {

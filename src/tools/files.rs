@@ -33,6 +33,7 @@ pub fn read_spec() -> ToolSpec {
             "additionalProperties": false
         }),
     )
+    .prechecks(super::beneath::path_precheck)
     .output(json!({
         "type": "object",
         "properties": {"path": {"type": "string"}, "content": {"type": "string"}, "bytes": {"type": "integer"}},
@@ -62,6 +63,7 @@ pub fn write_spec() -> ToolSpec {
         Effect::Write,
         Annotations::changing(true, true, false),
     )
+    .prechecks(super::beneath::path_precheck)
     .summary(|args| {
         let bytes = args["content"].as_str().map_or(0, str::len);
         let path = args["path"].as_str().unwrap_or("?");
@@ -93,6 +95,7 @@ pub fn list_spec() -> ToolSpec {
             "additionalProperties": false
         }),
     )
+    .prechecks(super::beneath::path_precheck)
     .output(json!({
         "type": "object",
         "properties": {

@@ -282,7 +282,12 @@ fn a_session_is_saved_as_a_recipe_and_a_tool() {
     );
     cmd(&mut p, "y", "saved the recipe \"tried_calc\"", main);
     // as a tool, the description asked for
-    cmd(&mut p, "/save tool user_tried_calc", "", "description: ");
+    cmd(
+        &mut p,
+        "/save tool user_tried_calc",
+        "Describe what the program does",
+        "description> ",
+    );
     cmd(
         &mut p,
         "Multiplies n by seven, as a tool",
@@ -401,12 +406,92 @@ fn completion_never_draws_a_hostile_key() {
     );
     p.send("x.a\t\t").unwrap();
     p.flush().unwrap();
-    p.exp_string("x.ab").unwrap();
+    let drawn = p.exp_string("x.ab").unwrap();
     cmd(&mut p, "", "2", "lmcp> ");
-    p.send_line("/quit").unwrap();
-    let rest = p.exp_eof().unwrap_or_default();
     assert!(
-        !rest.contains("PWNED") && !rest.contains('\u{202e}'),
-        "{rest:?}"
+        !drawn.contains("PWNED") && !drawn.contains('\u{202e}'),
+        "{drawn:?}"
     );
+}
+
+/// The REPL as node and ipython feel (issue 34): locals carry from one prompt to the next,
+/// Tab with several candidates lists them, `require("` completes module names, a result too
+/// wide for the terminal is shown a line per entry, `/tools` is in columns, and `/save` asks
+/// for its description on a line of its own, never taking the next command for it.
+#[test]
+fn locals_tab_lists_pretty_results_and_a_described_save() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+
+    // locals across prompts, shadowed by a later local, a local function
+    cmd(&mut p, "local n = 6", "", main);
+    cmd(&mut p, "n * 7", "42", main);
+    cmd(&mut p, "local function twice(x) return 2 * x end", "", main);
+    cmd(&mut p, "local n = twice(n) + 1", "", main);
+    cmd(&mut p, "n", "13", main);
+
+    // Tab with several candidates: the first extends and beeps, the second lists them all
+    p.send("string.r\t\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("string.rep").unwrap();
+    p.exp_string("string.reverse").unwrap();
+    // the line (extended to the common `string.re`) is still being typed: finish it
+    cmd(&mut p, "p('ab', 2)", "\"abab\"", main);
+    p.send("require(\"tb\t").unwrap();
+    p.flush().unwrap();
+    p.exp_string("tbl").unwrap();
+    cmd(&mut p, "\") ~= nil", "true", main);
+
+    // a result too wide for the terminal (80 columns here) goes a line per entry
+    cmd(
+        &mut p,
+        "{name = 'a value long enough to need the whole line', list = {1, 2, 3}, nested = {deeper = {deepest = true}}}",
+        "{\r\n  list = { 1, 2, 3 },\r\n  name = \"a value long enough to need the whole line\",\r\n  nested = { deeper = { deepest = true } }\r\n}",
+        main,
+    );
+    // short ones stay on one line, cycles are shown
+    cmd(&mut p, "local t = {k = 1} t.self = t", "", main);
+    cmd(&mut p, "t", "{ k = 1, self = <cycle> }", main);
+
+    // /tools in columns
+    cmd(&mut p, "/tools", "NAME ", main);
+
+    // /save: the description asked on a line of its own; an empty answer or a command cancels
+    cmd(
+        &mut p,
+        "tools.calculate{expression = n .. '*2'}.value",
+        "26",
+        main,
+    );
+    cmd(
+        &mut p,
+        "/save recipe doubled",
+        "Describe what the program does",
+        "description> ",
+    );
+    cmd(&mut p, "/history", "is a command, not a description", main);
+    cmd(&mut p, "/save recipe doubled", "", "description> ");
+    cmd(&mut p, "", "nothing was saved", main);
+    let file = home.path().join("doubled.lua");
+    cmd(
+        &mut p,
+        &format!("/save recipe doubled -o {}", file.display()),
+        "",
+        "description> ",
+    );
+    cmd(&mut p, "Doubles thirteen", "wrote", main);
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("---@description Doubles thirteen\n"),
+        "{text}"
+    );
+    // the program means what the session did: its locals carry, and it returns 26
+    let out = common::json_out(&common::lmcp_ok(
+        home.path(),
+        &["--json", "run", file.to_str().unwrap(), "--yes"],
+    ));
+    assert_eq!(out["result"], 26, "{text}\n{out}");
 }
