@@ -92,41 +92,62 @@ async fn custom_tool_params_take_defaults_and_every_type_name() {
 
 /// 100,000 parameters, in a JSON recipe, a JSON custom tool and a Lua header, are refused at
 /// once with the limit named (a save once ran for more than 20 s on them); 256 still save.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parameter_counts_are_bounded() {
-    let t = TestHost::new();
+/// Through the binary: a test process that grows by a hundred megabytes would show in the
+/// peak memory `wait4` reports for the children it starts after (Linux counts the parent's
+/// peak for a child made with vfork).
+#[test]
+fn parameter_counts_are_bounded() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
     let many = |n: usize| -> Vec<serde_json::Value> {
         (0..n)
             .map(|i| json!({"name": format!("p{i}"), "type": "string", "default": "x"}))
             .collect()
     };
-    let recipe = json!({"name": "wide", "params": many(100_000),
+    let refused = |args: &[&str], expected: &[&str]| {
+        let out = lmcp(h, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        for e in expected {
+            assert!(err.contains(e), "{args:?}: expected {e:?} in {err}");
+        }
+    };
+    let recipe = h.join("wide.json");
+    let manifest = json!({"name": "wide", "params": many(100_000),
         "steps": [{"tool": "calculate", "args": {"expression": "1"}}]});
-    let e = call_yes(&t.host, "recipe_save", json!({"manifest": recipe}))
-        .await
-        .unwrap_err();
-    assert!(e.contains("at most 256") && e.contains("/params"), "{e}");
-    let tool = json!({"name": "user_wide", "description": "d", "parameters": many(100_000),
+    std::fs::write(&recipe, manifest.to_string()).unwrap();
+    refused(
+        &["recipe", "save", recipe.to_str().unwrap()],
+        &["at most 256", "/params"],
+    );
+    let tool = h.join("tool.json");
+    let def = json!({"name": "user_wide", "description": "d", "parameters": many(100_000),
         "steps": [{"id": "a", "tool": "calculate", "arguments": {"expression": "1"}}]});
-    let e = call_yes(&t.host, "custom_tool_create", tool)
-        .await
-        .unwrap_err();
-    assert!(e.contains("at most 256"), "{e}");
+    std::fs::write(&tool, def.to_string()).unwrap();
+    refused(
+        &[
+            "call",
+            "custom_tool_create",
+            &format!("@{}", tool.display()),
+        ],
+        &["at most 256"],
+    );
     let header: String = (0..100_000)
         .map(|i| format!("---@param p{i}? string\n"))
         .collect();
-    let lua = format!("---@name user_wide_lua\n---@description d\n{header}return 1\n");
-    let e = call_yes(
-        &t.host,
-        "custom_tool_create",
-        json!({"name": "user_wide_lua", "description": "d", "lua": lua}),
+    let lua = h.join("user_wide_lua.lua");
+    std::fs::write(
+        &lua,
+        format!("---@name user_wide_lua\n---@description d\n{header}return 1\n"),
     )
-    .await
-    .unwrap_err();
-    assert!(e.contains("at most that many") && e.contains(":259"), "{e}");
-    let fits = json!({"name": "wide_ok", "params": many(256),
+    .unwrap();
+    refused(
+        &["tool", "create", lua.to_str().unwrap()],
+        &["at most that many", ":259"],
+    );
+    let fits = h.join("fits.json");
+    let manifest = json!({"name": "wide_ok", "params": many(256),
         "steps": [{"tool": "calculate", "args": {"expression": "1"}}]});
-    call_yes(&t.host, "recipe_save", json!({"manifest": fits}))
-        .await
-        .unwrap();
+    std::fs::write(&fits, manifest.to_string()).unwrap();
+    lmcp_ok(h, &["recipe", "save", fits.to_str().unwrap()]);
 }

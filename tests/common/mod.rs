@@ -309,7 +309,10 @@ pub struct Peak {
 }
 
 /// Runs `lmcp args` with `LMCP_HOME=home` and no stdin, and reads its peak RSS with `wait4`:
-/// a bound on memory that holds on a noisy machine, unlike a timing.
+/// a bound on memory that holds on a noisy machine, unlike a timing. Linux records the peak of
+/// the memory a child leaves at `exec`, which for a child made with vfork (as `Command` makes
+/// them) is the test process's own: so tests in this binary keep their own memory small, and
+/// heavy ones run through the binary.
 #[cfg(unix)]
 pub fn peak_rss(home: &Path, args: &[&str]) -> Peak {
     use std::os::unix::process::ExitStatusExt;
