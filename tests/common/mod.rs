@@ -341,3 +341,45 @@ pub fn peak_rss(home: &Path, args: &[&str]) -> Peak {
         rss: usage.ru_maxrss as u64 * 1024,
     }
 }
+
+/// Waits (up to 10 s) until process `pid` catches SIGTERM and SIGINT, read from its
+/// `/proc/PID/status`: a signal sent before is handled the default way (the process killed),
+/// which would say nothing about how lmcp answers it.
+#[cfg(target_os = "linux")]
+pub fn wait_until_signals_caught(pid: u32) {
+    let wanted = (1u64 << (libc::SIGTERM - 1)) | (1u64 << (libc::SIGINT - 1));
+    let start = std::time::Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & wanted == wanted {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "process {pid} never caught SIGTERM and SIGINT"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The child's exit status, waiting at most 10 s; kills it and fails the test past that. A
+/// bound, not a timing claim: a process that ends on its own ends far sooner.
+pub fn exit_within_10s(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running 10 s later");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
