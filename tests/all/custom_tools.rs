@@ -213,7 +213,10 @@ async fn every_create_time_error_is_named() {
     // replacing needs replace: true
     create(&t, calc_def()).await.unwrap();
     let e = create(&t, calc_def()).await.unwrap_err();
-    assert!(e.contains("already exists; pass \"replace\": true"), "{e}");
+    assert!(
+        e.contains("already exists; pass `\"replace\": true`"),
+        "{e}"
+    );
     let mut again = calc_def();
     again["replace"] = json!(true);
     assert_eq!(create(&t, again).await.unwrap()["replaced"], json!(true));

@@ -176,7 +176,7 @@ async fn every_save_time_error_names_its_pointer() {
         save(&t, ok.clone())
             .await
             .unwrap_err()
-            .contains("exists; pass \"replace\": true")
+            .contains("exists; pass `\"replace\": true`")
     );
     let clash = json!({"name": "demo MORNING brief!", "steps": [{"tool": "get_datetime"}]});
     assert!(
