@@ -476,6 +476,7 @@ pub(super) fn types(
 }
 
 pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> Result<u8> {
+    let mut discarded = None;
     match action {
         SignalsCommand::On | SignalsCommand::Off => {
             let on = matches!(action, SignalsCommand::On);
@@ -484,15 +485,9 @@ pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> R
                 Ok(())
             })?;
             if !on {
-                // off keeps nothing: the reports waiting to be sent go too
-                let outbox = host.paths().friction_outbox();
-                let _lock = crate::store::FileLock::acquire(&outbox)?;
-                match std::fs::remove_file(&outbox) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Error::io(&outbox, e));
-                    }
-                    _ => {}
-                }
+                // off keeps nothing: the reports waiting to be sent go too, and the person is
+                // told how many
+                discarded = Some(crate::tools::friction::discard_waiting(host)?);
             }
         }
         SignalsCommand::Endpoint { url, clear } => {
@@ -511,14 +506,22 @@ pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> R
         SignalsCommand::Status => {}
     }
     let s = host.config().signals.clone();
-    let value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
+    let mut value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
+    if let Some(n) = discarded {
+        value["discarded"] = json!(n);
+    }
     emit(json, &value, || {
         format!(
-            "anonymous signals: {}\nendpoint: {}\n",
+            "anonymous signals: {}\nendpoint: {}\n{}",
             if s.enabled { "on" } else { "off" },
             s.endpoint
                 .as_deref()
-                .unwrap_or("(none: reports wait in the outbox)")
+                .unwrap_or("(none: reports wait in the outbox)"),
+            match discarded {
+                Some(1) => "discarded 1 waiting report\n".to_string(),
+                Some(n) => format!("discarded {n} waiting reports\n"),
+                None => String::new(),
+            }
         )
     });
     Ok(0)

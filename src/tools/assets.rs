@@ -56,6 +56,10 @@ pub struct Asset {
     pub sha256: String,
     /// The stored copy's file name inside the workspace's `assets/`.
     pub file: String,
+    /// The file name it was imported from (`photo.jpg`, without its folder), named in a
+    /// build's manifest; `None` for assets imported before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_name: Option<String>,
     /// When it was imported (RFC 3339).
     pub imported: String,
 }
@@ -296,6 +300,7 @@ pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<As
             bytes: bytes.len() as u64,
             sha256,
             file: format!("{asset_id}.{ext}"),
+            source_name: source.file_name().map(|n| n.to_string_lossy().into_owned()),
             imported: store::timestamp(),
         };
         all.push(asset.clone());

@@ -996,6 +996,71 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
     );
 }
 
+/// `lmcp pdf` for people (#34): without `--title` the first file's stem is the title; the
+/// manifest's lengths are rounded to 0.01 mm (no `21.833335876464844`) and each page names the
+/// file it was imported from; without `-o` one line says where the three files went.
+#[test]
+fn lmcp_pdf_titles_rounds_and_says_where() {
+    let home = tempfile::tempdir().unwrap();
+    let pics = tempfile::tempdir().unwrap();
+    let a = pics.path().join("beach day.jpg");
+    let b = pics.path().join("b.png");
+    // 3:2 and 7:3 images leave placements that are no whole numbers of mm
+    std::fs::write(
+        &a,
+        jpeg_bytes(&image::RgbImage::from_pixel(33, 19, image::Rgb([9, 9, 9]))),
+    )
+    .unwrap();
+    image::RgbImage::from_pixel(70, 31, image::Rgb([1, 2, 3]))
+        .save(&b)
+        .unwrap();
+    let o = common::lmcp(
+        home.path(),
+        &["pdf", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+    let folder = said
+        .trim_end()
+        .rsplit_once(" to ")
+        .map(|(_, f)| Path::new(f).to_path_buf())
+        .unwrap_or_else(|| panic!("no folder in {said:?}"));
+    assert!(
+        said.starts_with(
+            "wrote document.pdf, manifest.json and preview.html (2 page(s), portrait)"
+        ),
+        "{said}"
+    );
+    for f in ["document.pdf", "manifest.json", "preview.html"] {
+        assert!(folder.join(f).is_file(), "{said}: {f}");
+    }
+    let text = std::fs::read_to_string(folder.join("manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(manifest["title"], "beach day");
+    assert_eq!(manifest["pages"][0]["source_file"], "beach day.jpg");
+    assert_eq!(manifest["pages"][1]["source_file"], "b.png");
+    let mut lengths = vec![&manifest["margin_mm"], &manifest["page_size_mm"]["width"]];
+    for p in manifest["pages"].as_array().unwrap() {
+        for k in ["x", "y", "width", "height"] {
+            lengths.push(&p["placement_mm"][k]);
+        }
+    }
+    for l in lengths {
+        let x = l.as_f64().unwrap();
+        assert_eq!((x * 100.0).round() / 100.0, x, "{l} in {text}");
+        assert!(
+            l.to_string().split('.').nth(1).is_none_or(|d| d.len() <= 2),
+            "{l}"
+        );
+    }
+}
+
 /// CRC-32 (IEEE) of a PNG chunk's type and data.
 fn png_crc(bytes: &[u8]) -> u32 {
     let mut crc = 0xFFFF_FFFFu32;
