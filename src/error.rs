@@ -318,6 +318,45 @@ impl Error {
         }
     }
 
+    /// The error in the words of a door whose caller gave some arguments as flags: each
+    /// argument its advice names ([`crate::text::arg_words::arg`]) that `flags` maps
+    /// (argument, flag) is said as the flag, so `lmcp recipe import` says `--replace` where
+    /// an MCP client reads `"replace": true`. The failures of programs a call ran (a step, a
+    /// script) keep their words: their arguments were written in the program, not typed.
+    pub fn in_flags(self, flags: &[(&str, &str)]) -> Error {
+        let say = |s: String| crate::text::arg_words::in_flags(&s, flags);
+        match self {
+            Error::Refused(m) => Error::Refused(say(m)),
+            Error::Usage(m) => Error::Usage(say(m)),
+            Error::Corrupt { path, message } => Error::Corrupt {
+                path,
+                message: say(message),
+            },
+            Error::Tool { tool, message } => Error::Tool {
+                tool,
+                message: say(message),
+            },
+            Error::Manifest {
+                name,
+                pointer,
+                message,
+            } => Error::Manifest {
+                name,
+                pointer,
+                message: say(message),
+            },
+            Error::Denied { tool, reason } => Error::Denied {
+                tool,
+                reason: say(reason),
+            },
+            Error::NeedsConfirmation { tool, reason } => Error::NeedsConfirmation {
+                tool,
+                reason: say(reason),
+            },
+            other => other,
+        }
+    }
+
     /// Wraps an I/O error with the path it happened on.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

@@ -462,8 +462,9 @@ function tools.skill_get(args) end
 ---Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional
 ---version and config fields {title, type: text|number|select|switch, secret, required, default,
 ---values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses
----lists the tools a script calls) and references [{name, content}]. A skill of the same name is
----updated (installtime kept); an invalid package changes nothing.
+---lists the tools a script calls; a script another one require()s by name is a module, not a tool,
+---and takes no ---@param) and references [{name, content}]. A skill of the same name is updated
+---(installtime kept); an invalid package changes nothing.
 ---effect: write
 ---@param args skill_install_args
 ---@return any|Preview

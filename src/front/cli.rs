@@ -505,6 +505,7 @@ pub fn main() -> ExitCode {
     // Blocking work a timeout or cancellation gave up on (a check no await can interrupt)
     // must not keep the process alive: the command is over.
     runtime.shutdown_background();
+    report_peak();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -519,6 +520,33 @@ pub fn main() -> ExitCode {
             }
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// The variable naming a file where lmcp writes, as it ends, the peak of its own resident
+/// memory in bytes. The memory bounds are measured with it (tests, benches): the kernel's
+/// `ru_maxrss` of a child also counts the memory of the parent that started it, while this is
+/// Linux's `VmHWM`, this process's own.
+pub const PEAK_FILE_VAR: &str = "LMCP_PEAK_FILE";
+
+/// Writes the peak of this process's resident memory where [`PEAK_FILE_VAR`] says, if it is set
+/// (Linux only; elsewhere nothing is written).
+fn report_peak() {
+    let Some(path) = std::env::var_os(PEAK_FILE_VAR) else {
+        return;
+    };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+    if let Some(kib) = kib
+        && let Err(e) = std::fs::write(&path, format!("{}\n", kib * 1024))
+    {
+        errln!(
+            "warning: cannot write the peak memory to {}: {e}",
+            path.to_string_lossy()
+        );
     }
 }
 

@@ -154,7 +154,46 @@ pub(crate) async fn gated_within(
         ctx = with_progress(ctx);
     }
     cancel_on_ctrl_c(&ctx);
-    host.call(CallRequest::new(tool, args, ctx)).await
+    in_flags(tool, host.call(CallRequest::new(tool, args, ctx)).await)
+}
+
+/// The arguments the subcommands give as flags, by tool: advice naming one of them (pass
+/// `"replace": true`) says the flag the person typed (`--replace`) instead. Only calls a
+/// subcommand builds from flags are rewritten (`gated*`, [`call_tool`]); `lmcp call`, where
+/// the person writes the JSON, keeps the arguments' words.
+const FLAGS: &[(&str, &[(&str, &str)])] = &[
+    ("recipe_save", &[("replace", "--replace")]),
+    ("recipe_import", &[("replace", "--replace")]),
+    ("custom_tool_create", &[("replace", "--replace")]),
+    (
+        "recipe_run",
+        &[
+            ("confirm", "--yes"),
+            ("plan_hash", "--plan-hash"),
+            ("resume", "--resume"),
+            ("retry_unknown", "--retry-unknown"),
+        ],
+    ),
+    ("friction_flush", &[("force", "--force")]),
+];
+
+/// A subcommand's outcome in the command line's words (see [`FLAGS`]).
+fn in_flags(tool: &str, outcome: Outcome) -> Outcome {
+    let Some((_, flags)) = FLAGS.iter().find(|(t, _)| *t == tool) else {
+        return outcome;
+    };
+    match outcome {
+        Outcome::Failed(e) => Outcome::Failed(e.in_flags(flags)),
+        Outcome::Denied { tool, reason } => Outcome::Denied {
+            tool,
+            reason: crate::text::arg_words::in_flags(&reason, flags),
+        },
+        Outcome::NeedsConfirmation { tool, reason } => Outcome::NeedsConfirmation {
+            tool,
+            reason: crate::text::arg_words::in_flags(&reason, flags),
+        },
+        other => other,
+    }
 }
 
 /// Shows progress reports on one stderr line, on a terminal.
@@ -196,7 +235,7 @@ pub(crate) async fn call_tool(
 ) -> Result<u8> {
     let ctx = CallContext::root(Origin::Cli, ConfirmMode::Confirmed).with_confirmer(person(yes));
     cancel_on_ctrl_c(&ctx);
-    let outcome = host.call(CallRequest::new(name, args, ctx)).await;
+    let outcome = in_flags(name, host.call(CallRequest::new(name, args, ctx)).await);
     render_outcome(&outcome, json);
     Ok(outcome.exit_code())
 }

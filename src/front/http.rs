@@ -340,6 +340,10 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
         sessions,
         idle,
     });
+    // listened for before the line that says how to stop it: a signal sent once the line is
+    // out ends the server, never the default way (killed, the history unwritten)
+    let stopped = super::mcp::stop_signals();
+    tokio::pin!(stopped);
     for w in host.take_warnings() {
         super::mcp::tracing_stderr(&w);
     }
@@ -348,8 +352,6 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
          --show-token`); stop with Ctrl-C"
     ));
     let watcher = tokio::spawn(super::mcp::watch_library(Arc::clone(&host), profile));
-    let stopped = super::mcp::stop_signals();
-    tokio::pin!(stopped);
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, _) = tokio::select! {

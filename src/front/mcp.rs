@@ -607,6 +607,13 @@ pub async fn serve(host: Arc<Host>, profile: Profile) -> Result<u8> {
         tracing_stderr(&w);
     }
     host.registry().load_builtins();
+    // a person who started it by hand sees why nothing happens, and how to leave
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        tracing_stderr(
+            "speaking MCP on stdin and stdout, for an MCP client to start (see the README); \
+             Ctrl-C or Ctrl-D ends it",
+        );
+    }
     let watcher = tokio::spawn(watch_library(Arc::clone(&host), profile));
     let served = serve_session(host, profile).await;
     watcher.abort();
@@ -668,11 +675,19 @@ pub(super) async fn watch_library(host: Arc<Host>, profile: Profile) {
 
 async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
     // listened for before the session starts: a client stopping the server with SIGTERM (or a
-    // person with Ctrl-C) ends it like closing stdin does, so what it recorded is written
+    // person with Ctrl-C) ends it like closing stdin does, so what it recorded is written. The
+    // handshake waits on it too: a server nobody has spoken to yet (a terminal, a process
+    // manager's idle child) ends at once, not when a client finally sends `initialize` (#34).
     let stopped = stop_signals();
+    tokio::pin!(stopped);
     let server = McpServer::new(host, profile);
     let (input, output) = rmcp::transport::stdio_pipes();
-    let running = match server.serve(super::lines::filtered(input, output)).await {
+    let handshake = server.serve(super::lines::filtered(input, output));
+    let started = tokio::select! {
+        started = handshake => started,
+        () = &mut stopped => return Ok(0),
+    };
+    let running = match started {
         Ok(r) => r,
         // A client that connects and leaves before its first request is not an error.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(0),
@@ -686,7 +701,7 @@ async fn serve_session(host: Arc<Host>, profile: Profile) -> Result<u8> {
         done = running.waiting() => {
             done.map_err(|e| Error::Usage(format!("the MCP session failed: {e}")))?;
         }
-        () = stopped => {}
+        () = &mut stopped => {}
     }
     Ok(0)
 }

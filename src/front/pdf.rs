@@ -24,9 +24,9 @@ pub struct PdfArgs {
     /// The images, in page order (JPEG, PNG, GIF, WebP, TIFF, BMP).
     #[arg(required = true)]
     pub images: Vec<PathBuf>,
-    /// The document's title.
+    /// The document's title [default: the first image's file name without its extension].
     #[arg(short, long)]
-    pub title: String,
+    pub title: Option<String>,
     /// Page shape.
     #[arg(short, long, value_enum, default_value_t = PresetArg::Portrait)]
     pub preset: PresetArg,
@@ -36,6 +36,20 @@ pub struct PdfArgs {
     /// Replace those files in DIR when they exist (otherwise lmcp refuses before building).
     #[arg(long, requires = "output")]
     pub force: bool,
+}
+
+impl PdfArgs {
+    /// The title given, or the first image's file stem (`photos/trip.jpg`: `trip`): a title
+    /// the person would otherwise have to think up before seeing the PDF at all.
+    fn title(&self) -> String {
+        self.title.clone().unwrap_or_else(|| {
+            self.images
+                .first()
+                .and_then(|p| p.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+    }
 }
 
 /// The files `-o DIR` receives.
@@ -113,15 +127,35 @@ pub async fn pdf(host: &Arc<Host>, args: PdfArgs, json: bool) -> Result<u8> {
         }
         value["output_directory"] = json!(dir.display().to_string());
     }
-    emit(json, &value, || {
-        format!(
-            "wrote {} ({} page(s), {preset})\npreview: {}\n",
+    let pages = value["pages"].as_array().map_or(0, Vec::len);
+    emit(json, &value, || match &args.output {
+        Some(_) => format!(
+            "wrote {} ({pages} page(s), {preset})\npreview: {}\n",
             value["file_path"].as_str().unwrap_or(""),
-            value["pages"].as_array().map_or(0, Vec::len),
             value["preview_path"].as_str().unwrap_or("")
-        )
+        ),
+        // the results stay in lmcp's workspace: one line says where (the folder holds all three)
+        None => format!(
+            "wrote document.pdf, manifest.json and preview.html ({pages} page(s), {preset}) to {}",
+            Path::new(value["file_path"].as_str().unwrap_or(""))
+                .parent()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        ),
     });
     Ok(0)
+}
+
+/// Where the `n`th image is staged, under the run's staging folder: `NN/NAME`, a folder per
+/// image, so two images of one name stay apart and each keeps its own name.
+fn staged_name(n: usize, image: &Path) -> String {
+    format!(
+        "{n:02}/{}",
+        image
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    )
 }
 
 /// The start of the name of a folder the results are staged in, in `-o DIR` (when it exists)
@@ -362,7 +396,7 @@ async fn build(
         "workspace_create",
         // a workspace name holds at most 200 characters, as a title does: "pdf: " + the title,
         // cut to fit (a title of 196-200 characters failed)
-        json!({"name": format!("pdf: {}", args.title).chars().take(200).collect::<String>()}),
+        json!({"name": format!("pdf: {}", args.title()).chars().take(200).collect::<String>()}),
         true,
         false,
     )
@@ -372,16 +406,14 @@ async fn build(
     *scratch = Some(id.clone());
     // so a run killed from here on (SIGKILL, SIGTERM) is cleaned up by the next one
     std::fs::write(staging.join(SCRATCH_NOTE), &id).map_err(|e| Error::io(&staging, e))?;
-    // Stage each file: a hard link where the file system allows (no copy), else a copy.
+    // Stage each file: a hard link where the file system allows (no copy), else a copy; each
+    // in a folder of its own, so two files of one name stay apart and each keeps its name
+    // (the manifest names the file a page came from).
     let mut staged = Vec::new();
     for (n, image) in args.images.iter().enumerate() {
-        let name = format!(
-            "{n:02}-{}",
-            image
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        );
+        let name = staged_name(n, image);
+        let own = staging.join(format!("{n:02}"));
+        std::fs::create_dir(&own).map_err(|e| Error::io(&own, e))?;
         let to = staging.join(&name);
         // a file that cannot be read is bad input, as a damaged one is (exit 2 for both)
         let unreadable =
@@ -456,13 +488,7 @@ async fn build(
                 // (one writing into it meanwhile left a half-deleted workspace behind).
                 while running.join_next().await.is_some() {}
                 // Name the file as it was given, not its staged copy.
-                let staged = staging.join(format!(
-                    "{i:02}-{}",
-                    image
-                        .file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                ));
+                let staged = staging.join(staged_name(i, &image));
                 let message = e
                     .to_string()
                     .replace(&staged.display().to_string(), &image.display().to_string());
@@ -484,8 +510,7 @@ async fn build(
     if show {
         crate::text::terminal::clear_line(crate::text::terminal::Stream::Err);
     }
-    let request =
-        json!({"workspace_id": id, "source_asset_ids": ids, "title": args.title, "preset": preset});
+    let request = json!({"workspace_id": id, "source_asset_ids": ids, "title": args.title(), "preset": preset});
     // Building is the person's own action here; the gate still applies its grants and modes.
     gated(host, "build_image_pdf", request, true, true)
         .await

@@ -475,7 +475,23 @@ pub(super) fn types(
     Ok(0)
 }
 
+/// Removes the friction reports waiting to be sent; how many there were (`None`: the outbox
+/// could not be read, and went all the same). Front doors reach no tool module (a test keeps
+/// it so), so the outbox is read here as what it is on disk: a JSON array.
+fn discard_waiting(host: &Host) -> Result<Option<usize>> {
+    let outbox = host.paths().friction_outbox();
+    let _lock = crate::store::FileLock::acquire(&outbox)?;
+    let count = crate::store::read_json::<Vec<Value>>(&outbox)
+        .ok()
+        .map(|q| q.map_or(0, |q| q.len()));
+    match std::fs::remove_file(&outbox) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&outbox, e)),
+        _ => Ok(count),
+    }
+}
+
 pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> Result<u8> {
+    let mut discarded = None;
     match action {
         SignalsCommand::On | SignalsCommand::Off => {
             let on = matches!(action, SignalsCommand::On);
@@ -484,15 +500,9 @@ pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> R
                 Ok(())
             })?;
             if !on {
-                // off keeps nothing: the reports waiting to be sent go too
-                let outbox = host.paths().friction_outbox();
-                let _lock = crate::store::FileLock::acquire(&outbox)?;
-                match std::fs::remove_file(&outbox) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Error::io(&outbox, e));
-                    }
-                    _ => {}
-                }
+                // off keeps nothing: the reports waiting to be sent go too, and the person is
+                // told how many
+                discarded = Some(discard_waiting(host)?);
             }
         }
         SignalsCommand::Endpoint { url, clear } => {
@@ -511,14 +521,24 @@ pub(super) fn signals(host: &Arc<Host>, action: SignalsCommand, json: bool) -> R
         SignalsCommand::Status => {}
     }
     let s = host.config().signals.clone();
-    let value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
+    let mut value = json!({"enabled": s.enabled, "endpoint": s.endpoint});
+    if let Some(n) = discarded {
+        value["discarded"] = json!(n);
+    }
     emit(json, &value, || {
         format!(
-            "anonymous signals: {}\nendpoint: {}\n",
+            "anonymous signals: {}\nendpoint: {}\n{}",
             if s.enabled { "on" } else { "off" },
             s.endpoint
                 .as_deref()
-                .unwrap_or("(none: reports wait in the outbox)")
+                .unwrap_or("(none: reports wait in the outbox)"),
+            match discarded {
+                Some(Some(1)) => "discarded 1 waiting report\n".to_string(),
+                Some(Some(n)) => format!("discarded {n} waiting reports\n"),
+                Some(None) =>
+                    "discarded the waiting reports (the outbox could not be read)\n".into(),
+                None => String::new(),
+            }
         )
     });
     Ok(0)

@@ -266,6 +266,14 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                     escape_controls(&package.md.description)
                 ));
                 for s in &package.scripts {
+                    if s.is_module() {
+                        super::door::outln(&format!(
+                            "  module {:<20} required by: {}",
+                            s.name,
+                            s.required_by.join(", ")
+                        ));
+                        continue;
+                    }
                     // the one wording of what a program may call ("no tools" for an empty
                     // `---@uses`)
                     let calls = s.program.capabilities.describe();

@@ -117,6 +117,13 @@ impl Indexed {
 /// Largest index read; a bigger one is ignored (and replaced by the next load).
 const MAX_INDEX_BYTES: u64 = 64 << 20;
 
+/// What `version` says for this lmcp: the package version, and a format number raised when
+/// the same version would index a program differently (2: a skill's modules are no tools, #34),
+/// so an index written before is compiled again rather than trusted.
+fn this_version() -> String {
+    format!("{}+2", env!("CARGO_PKG_VERSION"))
+}
+
 fn path(host: &Host) -> PathBuf {
     host.paths().data_dir.join("library-index.json")
 }
@@ -125,7 +132,7 @@ impl Index {
     /// An empty index for this lmcp.
     pub fn new() -> Index {
         Index {
-            version: env!("CARGO_PKG_VERSION").to_string(),
+            version: this_version(),
             ..Index::default()
         }
     }
@@ -139,7 +146,7 @@ impl Index {
             return Index::new();
         }
         match store::read_json::<Index>(&path) {
-            Ok(Some(mut index)) if index.version == env!("CARGO_PKG_VERSION") => {
+            Ok(Some(mut index)) if index.version == this_version() => {
                 index.keep_sealed(Sealer::of(host).ok().as_ref());
                 index
             }

@@ -55,8 +55,8 @@ impl<T: DeserializeOwned> Saving<T> {
             return Err(Error::Corrupt {
                 path: path.to_path_buf(),
                 message: format!(
-                    "{why}; to save over it, pass replace (`--replace`, \"replace\": true), \
-                     which keeps it aside under a name of its own"
+                    "{why}; to save over it, pass {}, which keeps it aside under a name of its own",
+                    crate::text::arg_words::arg("replace", "true")
                 ),
             });
         }

@@ -582,6 +582,9 @@ fn compile_lua_body(
         (None, Intent::Save) => Capabilities::ReadOnly,
         (None, Intent::RunNow) => Capabilities::Unrestricted,
     };
+    if policy.intent == Intent::Save {
+        check_calls_are_listed(text, chunk, &header, &capabilities, policy, registry)?;
+    }
     // Compiled now for every intent: a script that does not compile is refused before
     // anything about its run (a journal, a question) begins.
     compile_lua(text, chunk).map_err(|m| Problem::at(source.lua_at.clone(), m))?;
@@ -603,6 +606,79 @@ fn compile_lua_body(
             config: config.clone(),
         }),
     })
+}
+
+/// Refuses a saved Lua program that calls a state-changing tool by literal name (`tools.NAME`,
+/// `tools["NAME"]`) its capabilities do not allow: every run would have that call refused,
+/// and inside a `pcall` the refusal is only a warning, so the program "works" and loses its
+/// writes (#34). The message names the tools and the whole `---@uses` line that allows them
+/// (with the tools the program already names, read ones too, since a `---@uses` list is
+/// exact). Names built at run time are not seen; the gate still decides every call.
+fn check_calls_are_listed(
+    text: &str,
+    chunk: &str,
+    header: &Header,
+    capabilities: &Capabilities,
+    policy: &Policy,
+    registry: &Registry,
+) -> Result<(), Problem> {
+    let called: Vec<(crate::script::literal::Named, Arc<Tool>)> =
+        crate::script::literal::tools_called(text)
+            .into_iter()
+            .filter_map(|n| registry.get(&n.name).map(|t| (n, t)))
+            .collect();
+    let missing: Vec<&(crate::script::literal::Named, Arc<Tool>)> = called
+        .iter()
+        .filter(|(_, t)| t.spec().effect.changes_state() && !capabilities.allows(t.spec()))
+        .collect();
+    let Some((first, _)) = missing.first() else {
+        return Ok(());
+    };
+    let mut line = header.uses.clone().unwrap_or_default();
+    for (n, t) in &called {
+        let needed = header.uses.is_none() || !capabilities.allows(t.spec());
+        if needed && !line.contains(&n.name) {
+            line.push(n.name.clone());
+        }
+    }
+    let names: Vec<String> = missing
+        .iter()
+        .map(|(n, t)| format!("`{}` ({})", n.name, t.spec().effect))
+        .collect();
+    let (it, them) = if missing.len() == 1 {
+        ("it", "the call")
+    } else {
+        ("they", "those calls")
+    };
+    let why = match &header.uses {
+        None => format!(
+            "without `---@uses` a saved {} may call read tools only, so {them} would be refused \
+             at every run; add `---@uses {}` to its header",
+            policy.what,
+            line.join(", ")
+        ),
+        Some(_) => format!(
+            "its `---@uses` does not list {it}, so {them} would be refused at every run; make \
+             the line `---@uses {}`",
+            line.join(", ")
+        ),
+    };
+    Err(Problem {
+        at: Location::Line {
+            chunk: chunk.to_string(),
+            line: first.line,
+        },
+        message: format!("calls {}: {why}", and_list(&names)),
+    })
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// Longest wait step, in seconds.

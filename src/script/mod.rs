@@ -10,6 +10,7 @@
 //! | `api.rs`         | the host API the prelude builds the script environment from         |
 //! | `bridge.rs`      | `tools.NAME{...}`: a script's call into [`Host::call`] and back     |
 //! | `hook.rs`        | the count hook that raises a run's interruption                     |
+//! | `literal.rs`     | the tools a source calls and the modules it requires, by name       |
 //! | `convert.rs`     | Lua values to JSON and back, raw                                    |
 //! | `patterns.rs`    | Lua's pattern matching, ported to Rust with a step budget           |
 //! | `sourcecheck.rs` | refuses source Lua's compiler would take far too long over          |
@@ -77,6 +78,7 @@ mod api;
 mod bridge;
 pub mod convert;
 mod hook;
+pub mod literal;
 pub mod patterns;
 mod prelude;
 mod sourcecheck;

@@ -119,7 +119,7 @@ pub fn refuse_slow_source(src: &str, chunk: &str) -> Option<String> {
 }
 
 /// The level of a long bracket `[==[` starting at `i`, if one starts there.
-fn long_bracket(b: &[u8], i: usize) -> Option<usize> {
+pub(super) fn long_bracket(b: &[u8], i: usize) -> Option<usize> {
     if b.get(i) != Some(&b'[') {
         return None;
     }
@@ -131,7 +131,7 @@ fn long_bracket(b: &[u8], i: usize) -> Option<usize> {
 }
 
 /// Skips a long string or comment opened at `i`; returns the index after its close.
-fn skip_long(b: &[u8], i: usize, level: usize, line: &mut usize) -> usize {
+pub(super) fn skip_long(b: &[u8], i: usize, level: usize, line: &mut usize) -> usize {
     let mut j = i + level + 2;
     while j < b.len() {
         if b[j] == b'\n' {

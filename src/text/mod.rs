@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+pub mod arg_words;
 pub mod terminal;
 
 /// Whether `c` must not reach a terminal raw: C0 and C1 controls, DEL, and the Unicode format

@@ -56,6 +56,10 @@ pub struct Asset {
     pub sha256: String,
     /// The stored copy's file name inside the workspace's `assets/`.
     pub file: String,
+    /// The file name it was imported from (`photo.jpg`, without its folder), named in a
+    /// build's manifest; `None` for assets imported before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_name: Option<String>,
     /// When it was imported (RFC 3339).
     pub imported: String,
 }
@@ -182,12 +186,47 @@ fn media_type(format: image::ImageFormat) -> Option<(&'static str, &'static str)
     })
 }
 
+/// `e`, or when a person at the command line named a relative path that the workspace lacks
+/// but the current folder has, an error that says so: a relative path is read from the lmcp
+/// workspace, for every door alike, while `lmcp pdf` and the shell take it from here, and a
+/// person who just typed `photo.jpg` beside the file deserves to know which (#34). Says how
+/// to reach it: its full path, after `lmcp roots add DIR` when the folder is no root yet.
+fn from_here(roots: &Roots, path: &str, e: Error) -> Error {
+    let missing =
+        matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+    let Ok(cwd) = std::env::current_dir() else {
+        return e;
+    };
+    let here = cwd.join(path);
+    if !missing || std::path::Path::new(path).is_absolute() || !here.is_file() {
+        return e;
+    }
+    let full = here.display();
+    let how = match here.to_str().map(|h| roots.place(h)) {
+        Some(Ok(_)) => format!("give its full path, {full}"),
+        _ => format!(
+            "let the file tools reach this folder with `lmcp roots add {}`, then give its full \
+             path, {full}",
+            cwd.display()
+        ),
+    };
+    Error::Refused(format!(
+        "{e}: a relative path is read from the lmcp workspace, and `{path}` is not there but in \
+         the current folder; to import it, {how} (`lmcp pdf` takes paths from the current \
+         folder)"
+    ))
+}
+
 /// Imports an image file (inside the allowed roots) into a workspace.
 pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<Asset> {
     // taken first, so a failure anywhere below gives the place up (see `ImportOrder`)
     let turn = host.import_order().turn(id, path);
     let dir = workspace_dir(host, id)?;
-    let (source, bytes) = Roots::of(host)?.read(path, MAX_IMAGE_BYTES)?;
+    let roots = Roots::of(host)?;
+    let (source, bytes) = match roots.read(path, MAX_IMAGE_BYTES) {
+        Err(e) if ctx.door() == crate::gate::Origin::Cli => return Err(from_here(&roots, path, e)),
+        read => read?,
+    };
     let format = image::guess_format(&bytes).map_err(|_| {
         Error::Refused(format!(
             "{} is not an image lmcp can read",
@@ -261,6 +300,7 @@ pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<As
             bytes: bytes.len() as u64,
             sha256,
             file: format!("{asset_id}.{ext}"),
+            source_name: source.file_name().map(|n| n.to_string_lossy().into_owned()),
             imported: store::timestamp(),
         };
         all.push(asset.clone());

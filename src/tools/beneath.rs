@@ -323,8 +323,9 @@ impl Roots {
         };
         if replaced && !overwrite {
             return Err(Error::Refused(format!(
-                "{} exists; pass \"overwrite\": true to replace it",
-                shown.display()
+                "{} exists; pass {} to replace it",
+                shown.display(),
+                crate::text::arg_words::arg("overwrite", "true")
             )));
         }
         // short whatever the name's length (a 255-byte name still gets a temp file)

@@ -331,6 +331,17 @@ fn read_outbox(host: &Host) -> Result<Vec<Queued>> {
     }
 }
 
+/// Removes every waiting report (signals are off: nothing is kept); how many there were.
+pub fn discard_waiting(host: &Host) -> Result<usize> {
+    let path = outbox_path(host);
+    let _lock = FileLock::acquire(&path)?;
+    let discarded = read_outbox(host)?.len();
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
+        _ => Ok(discarded),
+    }
+}
+
 fn enqueue(host: &Host, report: Queued) -> Result<()> {
     let path = outbox_path(host);
     let _lock = FileLock::acquire(&path)?;
@@ -371,12 +382,7 @@ pub fn flush(host: &Host, force: bool) -> Result<FlushReport> {
     let config = host.config();
     if !config.signals.enabled {
         // off means nothing is kept either: whatever waits (a config edited by hand) goes
-        let discarded = read_outbox(host)?.len();
-        let path = outbox_path(host);
-        if discarded > 0 {
-            let _lock = FileLock::acquire(&path)?;
-            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-        }
+        let discarded = discard_waiting(host)?;
         return Ok(FlushReport {
             sent: 0,
             waiting: 0,

@@ -274,3 +274,70 @@ async fn a_workspace_is_deleted_through_the_gate_whole() {
         .unwrap_err();
     assert!(e.contains("there is no workspace"), "{e}");
 }
+
+/// A relative path the workspace lacks but the current folder has: from the command line the
+/// error says so, with `lmcp roots add DIR`, the full path and `lmcp pdf`; other doors get the
+/// plain error, and the path rules stay (relative paths are the workspace's) (#34). The test
+/// runs from the crate root, where `tests/fixtures/baseline-444.jpg` is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relative_path_found_only_here_is_explained_to_the_cli() {
+    let t = TestHost::new();
+    let id = call_yes(&t.host, "workspace_create", json!({"name": "here"}))
+        .await
+        .unwrap()["workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let here = std::env::current_dir().unwrap();
+    let path = "tests/fixtures/baseline-444.jpg";
+    assert!(here.join(path).is_file(), "run from the crate root");
+    let args = json!({"workspace_id": id, "path": path});
+    let cli = call_yes(&t.host, "asset_import", args.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        cli.contains("a relative path is read from the lmcp workspace")
+            && cli.contains(&format!("`lmcp roots add {}`", here.display()))
+            && cli.contains(&here.join(path).display().to_string())
+            && cli.contains("`lmcp pdf` takes paths from the current folder"),
+        "{cli}"
+    );
+    let ctx = crate::common::confirmed(lmcp::Origin::Mcp);
+    let mcp = t
+        .host
+        .call(lmcp::CallRequest::new("asset_import", args, ctx))
+        .await
+        .into_result()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        mcp.contains("No such file") && !mcp.contains("lmcp roots add"),
+        "{mcp}"
+    );
+    // once this folder is a root, the full path is all it takes
+    t.host
+        .update_config(|c| {
+            c.roots.push(here.clone());
+            Ok(())
+        })
+        .unwrap();
+    let cli = call_yes(
+        &t.host,
+        "asset_import",
+        json!({"workspace_id": id, "path": path}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        cli.contains("give its full path") && !cli.contains("roots add"),
+        "{cli}"
+    );
+    let full = here.join(path).display().to_string();
+    call_yes(
+        &t.host,
+        "asset_import",
+        json!({"workspace_id": id, "path": full}),
+    )
+    .await
+    .unwrap();
+}

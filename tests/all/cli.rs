@@ -554,3 +554,47 @@ fn a_grant_for_a_custom_tool_not_saved_yet_is_warned_about() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Advice that names an argument says the flag on the command line (`--replace`), not the MCP
+/// argument (`"replace": true`), which a CLI user cannot pass (#34). `lmcp call`, where the
+/// person writes the JSON, keeps the JSON words.
+#[test]
+fn errors_name_the_flags_a_cli_user_types() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let recipe = root.join("examples/recipes/daily_note.json");
+    let recipe = recipe.to_str().unwrap();
+    let tool = root.join("examples/tools/user_calculate.json");
+    let tool = tool.to_str().unwrap();
+    let bundle = h.join("note.bundle.json");
+    let bundle = bundle.to_str().unwrap();
+    lmcp_ok(h, &["recipe", "save", recipe]);
+    lmcp_ok(h, &["recipe", "export", "Daily note", "-o", bundle]);
+    lmcp_ok(h, &["tool", "create", tool]);
+    let cases: [&[&str]; 3] = [
+        &["recipe", "save", recipe],
+        &["recipe", "import", bundle, "--yes"],
+        &["tool", "create", tool],
+    ];
+    for args in cases {
+        let out = lmcp(h, args);
+        let t = text(&out);
+        assert_ne!(code(&out), 0, "{args:?}: {t}");
+        assert!(!t.contains("\"replace\""), "{args:?}: {t}");
+        assert!(t.contains("pass `--replace`"), "{args:?}: {t}");
+    }
+    // --json says the same words
+    let out = lmcp(h, &["recipe", "save", recipe, "--json"]);
+    assert!(
+        json_out(&out)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`--replace`")
+    );
+    // the JSON words where the person wrote JSON
+    let manifest = std::fs::read_to_string(root.join("examples/recipes/daily_note.json")).unwrap();
+    let call = format!("{{\"manifest\": {manifest}}}");
+    let t = text(&lmcp(h, &["call", "recipe_save", &call, "--yes"]));
+    assert!(t.contains("pass `\"replace\": true`"), "{t}");
+}

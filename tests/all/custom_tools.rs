@@ -213,7 +213,10 @@ async fn every_create_time_error_is_named() {
     // replacing needs replace: true
     create(&t, calc_def()).await.unwrap();
     let e = create(&t, calc_def()).await.unwrap_err();
-    assert!(e.contains("already exists; pass \"replace\": true"), "{e}");
+    assert!(
+        e.contains("already exists; pass `\"replace\": true`"),
+        "{e}"
+    );
     let mut again = calc_def();
     again["replace"] = json!(true);
     assert_eq!(create(&t, again).await.unwrap()["replaced"], json!(true));
@@ -443,11 +446,12 @@ async fn one_yes_covers_the_steps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lua_tools_are_held_to_their_declared_capabilities() {
     let t = TestHost::new();
+    // a name built at run time is not seen at save: the gate holds the program to its list
     let lua = r#"---@param n integer
 ---@uses calculate
 local r = tools.calculate{expression = params.n .. "*2"}
 if params.n > 5 then
-  return tools.probe_write{n = params.n}
+  return tools["probe_" .. "write"]{n = params.n}
 end
 return r.value"#;
     create(
@@ -471,7 +475,7 @@ return r.value"#;
     assert!(e.contains("`user_lua` may call calculate (its declared capabilities), and `probe_write` is not among them"), "{e}");
     assert_eq!(t.entered.count("probe_write"), 0);
     // without ---@uses: read tools only, and not even through pcall
-    let lua = "local ok, e = pcall(tools.probe_write, {}) return {ok, e.code, tools.probe_read{n = 1}.echo.n}";
+    let lua = "local w = 'probe_write' local ok, e = pcall(tools[w], {}) return {ok, e.code, tools.probe_read{n = 1}.echo.n}";
     create(
         &t,
         json!({"name": "user_ro", "description": "d", "lua": lua}),

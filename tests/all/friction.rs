@@ -416,8 +416,16 @@ fn signals_off_empties_the_outbox() {
     );
     assert_eq!(json_out(&out)["result"]["status"], "queued");
     assert!(h.join("data/friction/outbox.json").exists());
-    assert_eq!(lmcp(h, &["signals", "off"]).status.code(), Some(0));
+    // it says how many it discarded (#34)
+    let off = lmcp(h, &["signals", "off"]);
+    assert_eq!(off.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&off.stdout);
+    assert!(said.contains("discarded 1 waiting report\n"), "{said}");
     assert!(!h.join("data/friction/outbox.json").exists());
+    assert_eq!(
+        json_out(&lmcp(h, &["signals", "off", "--json"]))["discarded"],
+        0
+    );
     let log = json_out(&lmcp(h, &["friction", "log", "--json"]));
     assert_eq!(log["waiting"], json!([]));
 }

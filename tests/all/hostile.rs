@@ -831,6 +831,29 @@ fn serve_answers_bad_params_with_invalid_params() {
     );
 }
 
+/// `lmcp serve` that no client has spoken to yet (a terminal, a process manager's idle child)
+/// ends at once on SIGTERM or SIGINT, exit 0, as it does after the handshake; it waited for
+/// `initialize` before (#34).
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_ends_on_a_signal_before_any_client_speaks() {
+    for (name, signal) in [("SIGTERM", libc::SIGTERM), ("SIGINT", libc::SIGINT)] {
+        let home = tempfile::tempdir().unwrap();
+        let mut child = common::spawn(home.path(), &["serve"]);
+        let stdin = child.stdin.take();
+        common::wait_until_signals_caught(child.id());
+        // SAFETY: kill(2) on our own child's pid, which it still is (not yet waited for)
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = common::exit_within_10s(&mut child, name);
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{name}: ended, not killed: {status:?}"
+        );
+        drop(stdin);
+    }
+}
+
 /// A client that stops the server with SIGTERM (or SIGINT) right after its last reply loses no
 /// history: the server ends as if stdin had closed, and writes what it recorded.
 #[cfg(unix)]

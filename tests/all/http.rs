@@ -191,6 +191,28 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `lmcp serve --http` ends on SIGTERM or SIGINT at once, exit 0, with no client and with a
+/// session open (#34).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_ends_the_http_server() {
+    for (name, signal) in [("SIGTERM", libc::SIGTERM), ("SIGINT", libc::SIGINT)] {
+        for with_session in [false, true] {
+            let home = tempfile::tempdir().unwrap();
+            let mut server = Server::start(home.path());
+            if with_session {
+                open_session(&server);
+            }
+            common::wait_until_signals_caught(server.child.id());
+            // SAFETY: kill(2) on our own child's pid, which it still is (not yet waited for)
+            unsafe { libc::kill(server.child.id() as i32, signal) };
+            let what = format!("{name}, session open: {with_session}");
+            let status = common::exit_within_10s(&mut server.child, &what);
+            assert_eq!(status.code(), Some(0), "{what}: {status:?}");
+        }
+    }
+}
+
 #[test]
 fn both_generations_list_and_call_over_http() {
     let home = tempfile::tempdir().unwrap();

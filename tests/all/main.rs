@@ -27,6 +27,7 @@ mod memory;
 mod params;
 mod pdf;
 mod protect;
+mod readme;
 mod recipes;
 mod registry;
 #[cfg(unix)]

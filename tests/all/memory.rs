@@ -1,5 +1,5 @@
 //! Host memory a program drives is bounded by the run's budget (`gate::HostMemory`): each test
-//! runs one hostile program in a child `lmcp`, reads its peak RSS with `wait4`, and asserts a
+//! runs one hostile program in a child `lmcp`, reads the peak RSS it reports of itself, and asserts a
 //! bound far below the gigabytes these programs once made lmcp hold. A bound on memory, not a
 //! timing: it holds on a noisy machine.
 

@@ -92,9 +92,7 @@ async fn custom_tool_params_take_defaults_and_every_type_name() {
 
 /// 100,000 parameters, in a JSON recipe, a JSON custom tool and a Lua header, are refused at
 /// once with the limit named (a save once ran for more than 20 s on them); 256 still save.
-/// Through the binary: a test process that grows by a hundred megabytes would show in the
-/// peak memory `wait4` reports for the children it starts after (Linux counts the parent's
-/// peak for a child made with vfork).
+/// Through the binary, so this test process stays small.
 #[test]
 fn parameter_counts_are_bounded() {
     let home = tempfile::tempdir().unwrap();

@@ -996,6 +996,71 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
     );
 }
 
+/// `lmcp pdf` for people (#34): without `--title` the first file's stem is the title; the
+/// manifest's lengths are rounded to 0.01 mm (no `21.833335876464844`) and each page names the
+/// file it was imported from; without `-o` one line says where the three files went.
+#[test]
+fn lmcp_pdf_titles_rounds_and_says_where() {
+    let home = tempfile::tempdir().unwrap();
+    let pics = tempfile::tempdir().unwrap();
+    let a = pics.path().join("beach day.jpg");
+    let b = pics.path().join("b.png");
+    // 3:2 and 7:3 images leave placements that are no whole numbers of mm
+    std::fs::write(
+        &a,
+        jpeg_bytes(&image::RgbImage::from_pixel(33, 19, image::Rgb([9, 9, 9]))),
+    )
+    .unwrap();
+    image::RgbImage::from_pixel(70, 31, image::Rgb([1, 2, 3]))
+        .save(&b)
+        .unwrap();
+    let o = common::lmcp(
+        home.path(),
+        &["pdf", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    let said = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+    let folder = said
+        .trim_end()
+        .rsplit_once(" to ")
+        .map(|(_, f)| Path::new(f).to_path_buf())
+        .unwrap_or_else(|| panic!("no folder in {said:?}"));
+    assert!(
+        said.starts_with(
+            "wrote document.pdf, manifest.json and preview.html (2 page(s), portrait)"
+        ),
+        "{said}"
+    );
+    for f in ["document.pdf", "manifest.json", "preview.html"] {
+        assert!(folder.join(f).is_file(), "{said}: {f}");
+    }
+    let text = std::fs::read_to_string(folder.join("manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(manifest["title"], "beach day");
+    assert_eq!(manifest["pages"][0]["source_file"], "beach day.jpg");
+    assert_eq!(manifest["pages"][1]["source_file"], "b.png");
+    let mut lengths = vec![&manifest["margin_mm"], &manifest["page_size_mm"]["width"]];
+    for p in manifest["pages"].as_array().unwrap() {
+        for k in ["x", "y", "width", "height"] {
+            lengths.push(&p["placement_mm"][k]);
+        }
+    }
+    for l in lengths {
+        let x = l.as_f64().unwrap();
+        assert_eq!((x * 100.0).round() / 100.0, x, "{l} in {text}");
+        assert!(
+            l.to_string().split('.').nth(1).is_none_or(|d| d.len() <= 2),
+            "{l}"
+        );
+    }
+}
+
 /// CRC-32 (IEEE) of a PNG chunk's type and data.
 fn png_crc(bytes: &[u8]) -> u32 {
     let mut crc = 0xFFFF_FFFFu32;
@@ -1043,43 +1108,29 @@ fn jpeg_claiming(width: u16, height: u16) -> Vec<u8> {
     jpeg
 }
 
-/// Runs `lmcp ARGS` and returns its output with its peak resident memory in KiB.
+/// Runs `lmcp ARGS` and returns its output with its peak resident memory in KiB, as lmcp itself
+/// writes it to `LMCP_PEAK_FILE` (see `common::peak_rss` for why not `wait4`).
 #[cfg(target_os = "linux")]
-// the child is reaped with wait4 (which also gives its peak memory), not Child::wait
-#[allow(clippy::zombie_processes)]
 fn lmcp_with_peak_rss(home: &Path, args: &[&str]) -> (std::process::Output, i64) {
-    use std::os::unix::process::ExitStatusExt;
-    let child = std::process::Command::new(common::bin())
+    let peak_file = tempfile::NamedTempFile::new().unwrap();
+    let output = std::process::Command::new(common::bin())
         .args(args)
         .env("LMCP_HOME", home)
+        .env("LMCP_PEAK_FILE", peak_file.path())
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    let pid = child.id() as i32;
-    let mut stdout = child.stdout.unwrap();
-    let mut stderr = child.stderr.unwrap();
-    let err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        std::io::Read::read_to_end(&mut stderr, &mut s).unwrap();
-        s
-    });
-    let mut out = Vec::new();
-    std::io::Read::read_to_end(&mut stdout, &mut out).unwrap();
-    let mut status = 0;
-    // SAFETY: wait4 on the child this function spawned, with valid out-pointers.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::wait4(pid, &mut status, 0, &mut usage), pid);
-        usage
-    };
-    let output = std::process::Output {
-        status: std::process::ExitStatus::from_raw(status),
-        stdout: out,
-        stderr: err.join().unwrap(),
-    };
-    (output, usage.ru_maxrss)
+    let bytes: i64 = std::fs::read_to_string(peak_file.path())
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| {
+            panic!(
+                "lmcp wrote no peak: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    (output, bytes / 1024)
 }
 
 /// Decompression bombs are refused from their headers, before anything is decoded: a

@@ -176,7 +176,7 @@ async fn every_save_time_error_names_its_pointer() {
         save(&t, ok.clone())
             .await
             .unwrap_err()
-            .contains("exists; pass \"replace\": true")
+            .contains("exists; pass `\"replace\": true`")
     );
     let clash = json!({"name": "demo MORNING brief!", "steps": [{"tool": "get_datetime"}]});
     assert!(
@@ -477,6 +477,50 @@ async fn export_import_round_trip_and_tampering() {
             .to_string()
             .contains("not a recipe bundle")
     );
+}
+
+/// A Lua recipe that calls a state-changing tool by name without listing it in `---@uses` is
+/// refused at save, naming the tools, the line and the `---@uses` line to add; before, it was
+/// saved, and every run had the call refused (inside a `pcall`: a warning, exit 0) (#34).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lua_recipe_must_list_the_writes_it_calls() {
+    let t = TestHost::new();
+    let body = "local total = tools.calculate{expression = \"2*3\"}.value\n\
+                local ok = pcall(tools.write_file, {path = \"sum.txt\", content = \"x\"})\n\
+                tools['probe_write']{n = 1}\n\
+                return total";
+    let e = save(&t, json!({"name": "sums", "lua": body}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("sums.lua:2: calls `write_file` (write) and `probe_write` (write)")
+            && e.contains("without `---@uses` a saved recipe may call read tools only")
+            && e.contains("add `---@uses calculate, write_file, probe_write` to its header"),
+        "{e}"
+    );
+    let listed = format!("---@uses calculate, write_file\n{body}");
+    let e = save(&t, json!({"name": "sums", "lua": listed}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("sums.lua:4: calls `probe_write` (write): its `---@uses` does not list it")
+            && e.contains("make the line `---@uses calculate, write_file, probe_write`"),
+        "{e}"
+    );
+    let all = format!("---@uses calculate, write_file, probe_write\n{body}");
+    save(&t, json!({"name": "sums", "lua": all})).await.unwrap();
+    // reads need no ---@uses, and a name only in a comment or a string is no call
+    let reads = "-- tools.write_file{}\nlocal s = 'tools.write_file'\nreturn tools.calculate{expression = '1'}.value";
+    save(&t, json!({"name": "reads", "lua": reads}))
+        .await
+        .unwrap();
+    // the command line saves through the same check
+    let file = t.home().join("sums.lua");
+    std::fs::write(&file, format!("---@name sums\n{body}")).unwrap();
+    let out = lmcp(t.home(), &["recipe", "save", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("add `---@uses calculate, write_file"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

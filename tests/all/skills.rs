@@ -56,9 +56,8 @@ async fn install_list_get_update_and_remove() {
     assert_eq!(s["description"], "A demo skill.");
     assert_eq!(
         s["toolNames"],
-        json!([
-            "escape", "forever", "hello", "keys", "outside", "slow", "util"
-        ])
+        json!(["escape", "forever", "hello", "keys", "outside", "slow"]),
+        "util is required by hello and escape: a module, not a tool"
     );
     assert_eq!(s["referenceNames"], json!(["style.md"]));
     assert_eq!(s["hasConfig"], true);
@@ -74,6 +73,7 @@ async fn install_list_get_update_and_remove() {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|s| s.get("module_of").is_none())
         .map(|s| {
             (
                 s["name"].as_str().unwrap().to_string(),
@@ -81,6 +81,13 @@ async fn install_list_get_update_and_remove() {
             )
         })
         .collect();
+    assert!(
+        got["scripts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "util", "module_of": ["escape", "hello"]})),
+        "{got}"
+    );
     assert!(
         timeouts.contains(&("hello".to_string(), 300.0)),
         "default timeout: {timeouts:?}"
@@ -397,6 +404,80 @@ async fn secrets_never_appear_anywhere() {
             0o600
         );
     }
+}
+
+/// A script the skill's other scripts `require` is a module, not a tool: word-stats' `words`
+/// was listed as `skill__word_stats__words`, which always failed ("the value at /count is a
+/// function") (#34). It is still required; called on its own, it says what to call; one that
+/// declares params is refused at install.
+#[test]
+fn a_required_helper_is_a_module_not_a_tool() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/skills/word-stats");
+    let out = lmcp(h, &["skill", "install", ws.to_str().unwrap(), "--yes"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("module words") && shown.contains("required by: count_words"),
+        "{shown}"
+    );
+    let tools = json_out(&lmcp(h, &["tools", "--json"]));
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("skill__word_stats__"))
+        .collect();
+    assert_eq!(names, ["skill__word_stats__count_words"]);
+    let list = json_out(&lmcp(h, &["skill", "list", "--json"]));
+    assert_eq!(list["skills"][0]["toolNames"], json!(["count_words"]));
+    let out = lmcp(h, &["skill", "call", "word-stats", "words", "{}"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`words` is a module of the skill `word-stats` (count_words `require`s it)")
+            && err.contains("call count_words"),
+        "{err}"
+    );
+    let out = lmcp(
+        h,
+        &[
+            "skill",
+            "call",
+            "word-stats",
+            "count_words",
+            r#"{"text": "the cat the"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(
+        json_out(&out)["result"]["total_words"],
+        3,
+        "the module still loads"
+    );
+    // a module with params was meant as a tool: refused, not guessed about
+    let bad = h.join("bad");
+    std::fs::create_dir_all(bad.join("scripts")).unwrap();
+    std::fs::write(
+        bad.join("SKILL.md"),
+        "---\nname: bad\ndescription: d\n---\n",
+    )
+    .unwrap();
+    std::fs::write(bad.join("scripts/main.lua"), "return require('helper').x").unwrap();
+    std::fs::write(
+        bad.join("scripts/helper.lua"),
+        "---@param n integer A number\nreturn {x = 1}",
+    )
+    .unwrap();
+    let out = lmcp(h, &["skill", "install", bad.to_str().unwrap(), "--yes"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("(`helper.lua`): main `require`s it, so it is a module")
+            && err.contains("takes no `---@param`"),
+        "{err}"
+    );
 }
 
 #[test]

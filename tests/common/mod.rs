@@ -304,43 +304,81 @@ pub struct Peak {
     pub code: Option<i32>,
     /// What it wrote to stderr.
     pub stderr: String,
-    /// Its peak resident set, in bytes, as the kernel counted it (`wait4`'s `ru_maxrss`).
+    /// Its peak resident set, in bytes (its own `VmHWM`).
     pub rss: u64,
 }
 
-/// Runs `lmcp args` with `LMCP_HOME=home` and no stdin, and reads its peak RSS with `wait4`:
-/// a bound on memory that holds on a noisy machine, unlike a timing. Linux records the peak of
-/// the memory a child leaves at `exec`, which for a child made with vfork (as `Command` makes
-/// them) is the test process's own: so tests in this binary keep their own memory small, and
-/// heavy ones run through the binary.
+/// Runs `lmcp args` with `LMCP_HOME=home` and no stdin, and reads the peak of its resident
+/// memory: a bound on memory that holds on a noisy machine, unlike a timing. lmcp writes its own
+/// peak (Linux's `VmHWM`) to the file `LMCP_PEAK_FILE` names as it ends; `wait4`'s `ru_maxrss`
+/// would count the memory this test process had when it started the child (Linux records the
+/// peak of the memory a child leaves at `exec`, for a vfork child its parent's).
 #[cfg(unix)]
 pub fn peak_rss(home: &Path, args: &[&str]) -> Peak {
-    use std::os::unix::process::ExitStatusExt;
     let err_file = tempfile::NamedTempFile::new().unwrap();
-    let child = Command::new(bin())
+    let peak_file = tempfile::NamedTempFile::new().unwrap();
+    let status = Command::new(bin())
         .args(args)
         .env("LMCP_HOME", home)
+        .env("LMCP_PEAK_FILE", peak_file.path())
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_DATA_HOME")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(err_file.reopen().unwrap())
-        .spawn()
+        .status()
         .expect("run lmcp");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data the kernel fills; the pid is our own child, not yet reaped
-    // (`child` is never waited on: dropping a `Child` does not wait).
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; status and usage are live locals.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
-    drop(child);
-    let exit = std::process::ExitStatus::from_raw(status);
+    let stderr = std::fs::read_to_string(err_file.path()).unwrap_or_default();
+    let rss = std::fs::read_to_string(peak_file.path())
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("lmcp wrote no peak (exit {:?}): {stderr}", status.code()));
     Peak {
-        code: exit.code(),
-        stderr: std::fs::read_to_string(err_file.path()).unwrap_or_default(),
-        // Linux counts ru_maxrss in KiB
-        rss: usage.ru_maxrss as u64 * 1024,
+        code: status.code(),
+        stderr,
+        rss,
+    }
+}
+
+/// Waits (up to 10 s) until process `pid` catches SIGTERM and SIGINT, read from its
+/// `/proc/PID/status`: a signal sent before is handled the default way (the process killed),
+/// which would say nothing about how lmcp answers it.
+#[cfg(target_os = "linux")]
+pub fn wait_until_signals_caught(pid: u32) {
+    let wanted = (1u64 << (libc::SIGTERM - 1)) | (1u64 << (libc::SIGINT - 1));
+    let start = std::time::Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & wanted == wanted {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "process {pid} never caught SIGTERM and SIGINT"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The child's exit status, waiting at most 10 s; kills it and fails the test past that. A
+/// bound, not a timing claim: a process that ends on its own ends far sooner.
+pub fn exit_within_10s(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running 10 s later");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

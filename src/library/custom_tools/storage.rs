@@ -112,7 +112,8 @@ pub fn save(host: &Host, def: Definition, replace: bool) -> Result<(Arc<Compiled
     let exists = existing.is_some() || host.registry().get(&name).is_some();
     if exists && !replace {
         return Err(Error::Refused(format!(
-            "`{name}` already exists; pass \"replace\": true to replace it"
+            "`{name}` already exists; pass {} to replace it",
+            crate::text::arg_words::arg("replace", "true")
         )));
     }
     if let Some(t) = host.registry().get(&name)

@@ -115,7 +115,8 @@ pub fn save(host: &Host, manifest: Manifest, replace: bool) -> Result<(Recipe, b
         }
         if !replace {
             return Err(Error::Refused(format!(
-                "a recipe named \"{name}\" exists; pass \"replace\": true to replace it"
+                "a recipe named \"{name}\" exists; pass {} to replace it",
+                crate::text::arg_words::arg("replace", "true")
             )));
         }
     }

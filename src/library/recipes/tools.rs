@@ -141,9 +141,10 @@ fn recipe_journal(
         Some(_) if private => Err(Error::Usage(
             "private mode keeps no run journals, so there is no run to resume".into(),
         )),
-        Some(_) if !confirm => Err(Error::Usage(
-            "a resumed run goes on for real: pass confirm: true (--yes)".into(),
-        )),
+        Some(_) if !confirm => Err(Error::Usage(format!(
+            "a resumed run goes on for real: pass {}",
+            crate::text::arg_words::arg("confirm", "true")
+        ))),
         Some(r) => Ok(Some(Arc::new(Journal::resume(
             host,
             r.id,
@@ -270,9 +271,11 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             let params = inv.args["params"].as_object().cloned().unwrap_or_default();
             let confirm = inv.args["confirm"].as_bool().unwrap_or(false);
             if inv.args["retry_unknown"] == json!(true) && inv.args.get("resume").is_none() {
-                return Err(Error::Usage(
-                    "retry_unknown applies to a resumed run: give `resume` too".into(),
-                ));
+                return Err(Error::Usage(format!(
+                    "{} applies to a resumed run: give {} too",
+                    crate::text::arg_words::arg("retry_unknown", "true"),
+                    crate::text::arg_words::arg("resume", "\"ID\"")
+                )));
             }
             let resume = inv.args["resume"].as_str().map(|id| Resume {
                 id,

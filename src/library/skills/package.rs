@@ -374,6 +374,18 @@ pub struct SkillScript {
     /// The program it is, compiled on its own (its skill's modules and config are added when
     /// it is called: [`Program::in_package`]).
     pub program: Program,
+    /// The skill's other scripts that `require` it by name (`require("words")`). A script
+    /// another one requires is a module: it returns a table of helpers to its requirers, is
+    /// loaded only by `require`, and is not a tool (called on its own, it would return
+    /// functions, which no caller can take) (#34).
+    pub required_by: Vec<String>,
+}
+
+impl SkillScript {
+    /// Whether it is a module of its skill (see [`SkillScript::required_by`]), not a tool.
+    pub fn is_module(&self) -> bool {
+        !self.required_by.is_empty()
+    }
 }
 
 /// How skill scripts are compiled: `---@uses` may name leaf tools only, a script without it
@@ -458,8 +470,10 @@ pub fn check_package(
             name: name.to_string(),
             code: code.clone(),
             program,
+            required_by: Vec::new(),
         });
     }
+    mark_modules(&md.name, &mut checked)?;
     let mut refs: Vec<(String, String)> = Vec::new();
     for (i, (name, content)) in references.iter().enumerate() {
         if !valid_reference_name(name) {
@@ -484,8 +498,12 @@ pub fn check_package(
         }
         refs.push((name.clone(), content.clone()));
     }
-    // Each script becomes a tool: its name must fit, and must not be another skill's already.
+    // Each script but a module becomes a tool: its name must fit, and must not be another
+    // skill's already.
     for (i, script) in checked.iter().enumerate() {
+        if script.is_module() {
+            continue;
+        }
         let tool = super::tool_name(&md.name, &script.name);
         if crate::registry::check_name(&tool).is_err() {
             return Err(bad(
@@ -515,6 +533,42 @@ pub fn check_package(
         scripts: checked,
         references: refs,
     })
+}
+
+/// Marks the scripts other scripts of the skill `require` by name as modules. A module takes no
+/// `---@param`: its requirers call its functions, and no caller gives it params; one that
+/// declares them was meant as a tool, so the skill is refused rather than guessed about.
+fn mark_modules(skill: &str, scripts: &mut [SkillScript]) -> Result<()> {
+    let requires: Vec<(String, Vec<String>)> = scripts
+        .iter()
+        .map(|s| {
+            let wanted = crate::script::literal::modules_required(&s.code)
+                .into_iter()
+                .map(|n| n.name)
+                .collect();
+            (s.name.clone(), wanted)
+        })
+        .collect();
+    for (i, script) in scripts.iter_mut().enumerate() {
+        script.required_by = requires
+            .iter()
+            .filter(|(by, wanted)| *by != script.name && wanted.contains(&script.name))
+            .map(|(by, _)| by.clone())
+            .collect();
+        if script.is_module() && !script.program.params.is_empty() {
+            return Err(bad(
+                skill,
+                format!(
+                    "at /scripts/{i} (`{}.lua`): {} `require`s it, so it is a module (a table of \
+                     helpers), not a tool, and takes no `---@param`; drop its params, or move \
+                     what the others need into a module of its own",
+                    script.name,
+                    script.required_by.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a person is told before a skill gets secrets: lmcp never shows a stored secret, but a

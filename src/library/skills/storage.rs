@@ -207,7 +207,7 @@ pub(super) fn summary(host: &Host, package: &Package, meta: &Meta) -> Result<Val
     Ok(json!({
         "name": package.md.name,
         "description": package.md.description,
-        "toolNames": package.scripts.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+        "toolNames": package.scripts.iter().filter(|s| !s.is_module()).map(|s| s.name.clone()).collect::<Vec<_>>(),
         "referenceNames": package.references.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
         "hasConfig": !package.md.config.is_empty(),
         "enabled": meta.enabled,
@@ -268,6 +268,9 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
         .scripts
         .iter()
         .map(|s| {
+            if s.is_module() {
+                return json!({"name": s.name, "module_of": s.required_by});
+            }
             json!({
                 "name": s.name,
                 "tool": tool_name(name, &s.name),

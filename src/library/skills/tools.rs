@@ -56,6 +56,14 @@ pub(super) fn script_program(host: &Host, skill: &str, script: &str) -> Result<P
             }
         ))
     })?;
+    if s.is_module() {
+        return Err(Error::Refused(format!(
+            "`{script}` is a module of the skill `{skill}` ({} `require`s it), not a script to \
+             call; call {}",
+            s.required_by.join(", "),
+            s.required_by.join(" or ")
+        )));
+    }
     let mut config = values(host, skill)?;
     for (key, f) in &p.md.config {
         if !config.contains_key(key) {
@@ -93,7 +101,7 @@ pub(super) fn resolve_call(caller: &dyn Caller, args: &Value) -> Result<Resolved
 
 pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<ToolSpec>> {
     let mut registered = Vec::new();
-    for s in &package.scripts {
+    for s in package.scripts.iter().filter(|s| !s.is_module()) {
         let caps = s.program.capabilities.clone();
         let (effect, annotations) =
             Scope::of(host.registry(), &caps, true).effect_and_annotations();
@@ -233,7 +241,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     let install_spec = ToolSpec::new(
         "skill_install",
         "Install a skill",
-        "Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses lists the tools a script calls) and references [{name, content}]. A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
+        "Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses lists the tools a script calls; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}]. A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
         json!({"type": "object", "properties": {"skill_md": {"type": "string", "minLength": 1}, "scripts": files("code"), "references": files("content")}, "required": ["skill_md"], "additionalProperties": false}),
     )
     .effect(Effect::Write, write)
@@ -253,7 +261,12 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
             let calls: Vec<Value> = package
                 .scripts
                 .iter()
-                .map(|s| json!({"script": s.name, "may_call": s.program.capabilities.describe()}))
+                .map(|s| match s.is_module() {
+                    true => json!({"script": s.name, "module_of": s.required_by}),
+                    false => {
+                        json!({"script": s.name, "may_call": s.program.capabilities.describe()})
+                    }
+                })
                 .collect();
             let (mut summary, updated) = install(&inv.host(), package)?;
             summary["updated"] = json!(updated);

@@ -739,6 +739,12 @@ fn sync_all_at_once(files: &[(&Path, &File)]) -> Result<()> {
     })
 }
 
+/// A length for the manifest, to 0.01 mm: the layout's `f32`s shown as they are read
+/// (`21.83`), not as their binary value widened to `f64` (`21.833335876464844`) (#34).
+fn mm(x: f32) -> f64 {
+    (f64::from(x) * 100.0).round() / 100.0
+}
+
 /// Builds the PDF, manifest and preview; returns the `ready` result.
 pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value> {
     let id = args["workspace_id"].as_str().unwrap_or("");
@@ -786,17 +792,18 @@ pub fn build(host: &Arc<Host>, args: &Value, ctx: &CallContext) -> Result<Value>
                 let (width, height, orientation) = page.size_and_orientation();
                 json!({
                     "source_asset_id": page.asset.asset_id,
+                    "source_file": page.asset.source_name,
                     "source_sha256": page.asset.sha256,
                     "width": width,
                     "height": height,
                     "orientation": orientation,
                     "embedding": page.embedding(),
-                    "placement_mm": {"x": at.x, "y": at.y, "width": at.w, "height": at.h},
+                    "placement_mm": {"x": mm(at.x), "y": mm(at.y), "width": mm(at.w), "height": mm(at.h)},
                 })
             })
             .collect();
         let manifest = json!({
-            "title": title, "preset": preset, "page_size_mm": {"width": pw, "height": ph}, "margin_mm": MARGIN_MM,
+            "title": title, "preset": preset, "page_size_mm": {"width": mm(pw), "height": mm(ph)}, "margin_mm": mm(MARGIN_MM),
             "created": store::timestamp(),
             "pdf_sha256": pdf.sha256,
             "pdf_bytes": pdf.bytes,
