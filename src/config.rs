@@ -225,9 +225,86 @@ pub struct Config {
     pub limits: Limits,
     /// Anonymous friction signals: on or off, and where they go.
     pub signals: Signals,
+    /// Other MCP servers whose tools lmcp offers behind its gate (`lmcp servers`), by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub servers: BTreeMap<String, Server>,
     /// Fields this lmcp does not know: kept and written back, reported as warnings.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, Value>,
+}
+
+/// Another MCP server lmcp starts (a command) and calls as its client: how to reach it, and
+/// what the person allowed of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Server {
+    /// The program and its arguments, for a server on stdio.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The URL, for a server over Streamable HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Variables set for the server's process, besides the person's own environment.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Names of variables whose values are secret: kept in `CONFIG/servers/NAME.secrets.json`
+    /// (readable by the person only), never here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
+    /// Headers sent to an HTTP server.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Names of headers whose values are secret (kept with the secret variables).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secret_headers: Vec<String>,
+    /// Switched off with `lmcp servers disable`: its tools are not offered.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+    /// Its tools may be called over `lmcp serve --http` (the server runs on this machine as the
+    /// person, so a remote client reaches it only when the person said so).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub http: bool,
+    /// The definition hash of each tool (by its lmcp name) when it was allowed: an allow
+    /// applies only while the tool's definition still has this hash.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pins: BTreeMap<String, String>,
+    /// Fields this lmcp does not know: kept and written back, reported as warnings.
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, Value>,
+}
+
+/// Whether a tool from another server is allowed with the definition it has now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    /// Its definition is the one that was allowed.
+    Holds,
+    /// It was allowed with another definition: the server changed it since.
+    Changed,
+    /// No definition was pinned for it (it is newer than the allow, or the grant was written
+    /// by hand).
+    Missing,
+}
+
+/// The prefix of every tool of another MCP server (`mcp__SERVER__TOOL`).
+pub const UPSTREAM_PREFIX: &str = "mcp__";
+
+/// Whether `name` may name a server: `[a-z0-9_]{1,32}`, without `__` (which separates it from
+/// its tools' names) and without `_` at either end.
+pub fn valid_server_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+}
+
+/// The server part of an upstream tool's name, when `tool` names one.
+pub fn upstream_server(tool: &str) -> Option<&str> {
+    let rest = tool.strip_prefix(UPSTREAM_PREFIX)?;
+    let (server, name) = rest.split_once("__")?;
+    (!server.is_empty() && !name.is_empty()).then_some(server)
 }
 
 impl Config {
@@ -270,6 +347,28 @@ impl Config {
         if let Some(url) = &self.signals.endpoint {
             check_endpoint(url).map_err(|e| format!("signals.endpoint: {e}"))?;
         }
+        for (name, server) in &self.servers {
+            if !valid_server_name(name) {
+                return Err(format!(
+                    "servers: `{name}` is not a server name (lowercase letters, digits and single \
+                     underscores, at most 32)"
+                ));
+            }
+            if server.command.is_empty() == server.url.is_none() {
+                return Err(format!(
+                    "servers.{name}: give either a command or a url, not both or neither"
+                ));
+            }
+            if let Some(pin) = server
+                .pins
+                .keys()
+                .find(|t| upstream_server(t) != Some(name))
+            {
+                return Err(format!(
+                    "servers.{name}.pins: `{pin}` is not one of this server's tools"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -283,15 +382,21 @@ impl Config {
         ] {
             out.extend(map.keys().map(|k| format!("{section}.{k}")));
         }
+        for (name, server) in &self.servers {
+            out.extend(server.unknown.keys().map(|k| format!("servers.{name}.{k}")));
+        }
         out
     }
 
     /// The grant that applies to a tool, and where it came from (for people and `grants list`).
     ///
-    /// A `deny` at any level (the tool's name, its effect, destructive) wins. Otherwise a rule
-    /// for the tool's name decides; else the rule for its effect (built-in defaults: read and
-    /// write allow, send ask) and, for a destructive tool, the `destructive` rule (default ask):
-    /// the stricter of the two.
+    /// A `deny` at any level (the tool's name, its server, its effect, destructive) wins.
+    /// Otherwise a rule for the tool's name decides; then, for another server's tool
+    /// (`mcp__SERVER__TOOL`), the rule for its server (`mcp__SERVER`); else the rule for its
+    /// effect (built-in defaults: read and write allow, send ask) and, for a destructive tool,
+    /// the `destructive` rule (default ask): the stricter of the two. Another server's tool that
+    /// no rule names asks whatever its effect: its annotations are the server's claims, and
+    /// they never allow anything.
     pub fn grant_for<'a>(
         &self,
         tool: &'a str,
@@ -317,20 +422,42 @@ impl Config {
             )
         });
         let by_tool = self.grants.get(tool).map(|g| (*g, GrantSource::Tool(tool)));
+        let server = upstream_server(tool);
+        let by_server = server.and_then(|s| {
+            let key = &tool[..UPSTREAM_PREFIX.len() + s.len()];
+            self.grants.get(key).map(|g| (*g, GrantSource::Server(key)))
+        });
         // A deny at any level wins over everything.
-        for rule in [by_tool, Some(by_effect), by_destructive] {
+        for rule in [by_tool, by_server, Some(by_effect), by_destructive] {
             if let Some((Grant::Deny, source)) = rule {
                 return (Grant::Deny, source);
             }
         }
-        // Otherwise a rule for the tool's name decides; else the stricter of its effect's and,
-        // for a destructive tool, the destructive rule.
-        if let Some(rule) = by_tool {
+        // Otherwise a rule for the tool's name decides, then its server's; else the stricter
+        // of its effect's and, for a destructive tool, the destructive rule.
+        if let Some(rule) = by_tool.or(by_server) {
             return rule;
         }
-        match by_destructive {
+        let rule = match by_destructive {
             Some(d) if d.0 >= by_effect.0 => d,
             _ => by_effect,
+        };
+        if server.is_some() && rule.0 == Grant::Allow {
+            return (Grant::Ask, GrantSource::Upstream);
+        }
+        rule
+    }
+
+    /// Whether the allow of an upstream tool covers the definition it has now (`hash`): an
+    /// allow is pinned to the definition the person saw when they gave it.
+    pub fn pin(&self, tool: &str, hash: &str) -> Pin {
+        let pinned = upstream_server(tool)
+            .and_then(|s| self.servers.get(s))
+            .and_then(|s| s.pins.get(tool));
+        match pinned {
+            Some(p) if p == hash => Pin::Holds,
+            Some(_) => Pin::Changed,
+            None => Pin::Missing,
         }
     }
 }
@@ -345,6 +472,10 @@ pub enum GrantSource<'a> {
     Effect(Effect),
     /// The rule (or the default) for destructive tools.
     Destructive,
+    /// The rule for every tool of another MCP server (`mcp__SERVER`).
+    Server(&'a str),
+    /// No rule names another server's tool: it asks until it is allowed.
+    Upstream,
 }
 
 impl std::fmt::Display for GrantSource<'_> {
@@ -353,6 +484,10 @@ impl std::fmt::Display for GrantSource<'_> {
             GrantSource::Tool(name) => write!(f, "grant for `{name}`"),
             GrantSource::Effect(effect) => write!(f, "grant for {} tools", effect.as_str()),
             GrantSource::Destructive => f.write_str("grant for destructive tools"),
+            GrantSource::Server(key) => write!(f, "grant for `{key}` (all its tools)"),
+            GrantSource::Upstream => f.write_str(
+                "default for other servers' tools (they ask until allowed by name or by server)",
+            ),
         }
     }
 }

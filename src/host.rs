@@ -115,6 +115,9 @@ pub struct Host {
     /// the config on every call, and a `stat` per call was a tenth of a call's cost.
     config_checked: std::sync::atomic::AtomicU64,
     opened: std::time::Instant,
+    /// What the tool sources above the host keep per host (the connections to other MCP
+    /// servers), by type: the host names none of them.
+    attached: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// How long the config read from the file is used before the file is looked at again: what
@@ -145,6 +148,7 @@ impl Host {
             import_order: ImportOrder::default(),
             config_checked: std::sync::atomic::AtomicU64::new(0),
             opened: std::time::Instant::now(),
+            attached: Mutex::default(),
             paths,
         };
         store::sweep_temp_files(
@@ -313,6 +317,11 @@ impl Host {
                     && self.registry.get(key).is_none()
                     && !key.starts_with("user_")
                     && !key.starts_with("skill__")
+                    && !key.strip_prefix(config::UPSTREAM_PREFIX).is_some_and(|k| {
+                        config
+                            .servers
+                            .contains_key(k.split("__").next().unwrap_or(k))
+                    })
             })
             .map(|(key, grant)| {
                 let mut names: Vec<String> = self.registry.closest(key);
@@ -331,6 +340,23 @@ impl Host {
                 )
             })
             .collect()
+    }
+
+    /// Keeps `value` with this host for the layers above it, one value per type (a second of
+    /// the same type replaces the first).
+    pub fn attach<T: std::any::Any + Send + Sync>(&self, value: Arc<T>) {
+        let mut attached = self.attached.lock().unwrap_or_else(|p| p.into_inner());
+        attached.retain(|a| !a.is::<T>());
+        attached.push(value);
+    }
+
+    /// The value of type `T` attached to this host, if any.
+    pub fn attached<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.attached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find_map(|a| Arc::clone(a).downcast::<T>().ok())
     }
 
     /// Records a problem that should be shown to a person but must not stop anything.

@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["host"],
     &["tools"],
     &["library"],
+    &["upstream"],
     &["open"],
     &["front"],
 ];

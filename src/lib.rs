@@ -22,6 +22,8 @@
 //! |              | the one check, the header, and one runner per engine                     |
 //! | [`tools`]    | the built-in leaf tools: datetime, calculate, files, run_command,        |
 //! |              | friction reports, workspaces and assets, `build_image_pdf`                |
+//! | [`upstream`] | other MCP servers: lmcp as their client, their tools as `mcp__S__T`,    |
+//! |              | started on first need, trusted for nothing they claim                    |
 //! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`, |
 //! |              | `door`, what they share (gated call, who answers, output), and `docs`,   |
 //! |              | the text generated from the code (help, man pages, tool lists)           |
@@ -78,6 +80,7 @@ pub mod script;
 pub mod store;
 pub mod text;
 pub mod tools;
+pub mod upstream;
 
 pub use error::{Error, Result};
 pub use gate::{CallContext, CallRequest, ConfirmMode, Origin, Outcome};

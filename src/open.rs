@@ -1,8 +1,8 @@
 //! Opening a host: the one place that knows every tool source and wires them into a [`Host`].
 //!
 //! The host itself (config, store, registry, gate) knows no tool: the built-in tools and the
-//! libraries' authoring tools are registered on first need, and the saved programs load when
-//! first needed, from here. So `host` stands below `tools` and `library`, which build on it.
+//! libraries' authoring tools are registered on first need, and the saved programs and other
+//! MCP servers' tools load when first needed, from here. So `host` stands below `tools` and `library`, which build on it.
 
 use std::sync::Arc;
 
@@ -41,12 +41,14 @@ impl Host {
         let host = Host::new(paths, options, registry);
         crate::library::recover(&host);
         let host = Arc::new(host);
-        // the saved programs load when first needed: a script that calls only built-in tools
-        // never reads the library (see `Registry::defer`)
+        crate::upstream::attach(&host);
+        // the saved programs and other servers' tools load when first needed: a script that
+        // calls only built-in tools never reads the library (see `Registry::defer`)
         let weak = Arc::downgrade(&host);
         host.registry().defer(move || {
             if let Some(host) = weak.upgrade() {
                 crate::library::load_all(&host);
+                crate::upstream::load_all(&host);
             }
         });
         for w in host.unknown_grant_keys() {

@@ -238,6 +238,9 @@ pub struct ToolSpec {
     pub capabilities: Option<Capabilities>,
     /// The arguments may hold secrets: previews and confirmation prompts never show them.
     pub secret_args: bool,
+    /// For another MCP server's tool: the hash of its definition as the server gave it. An
+    /// allow is pinned to it (see `Config::pin`), so a changed tool is asked about again.
+    pub definition: Option<String>,
     /// Optional argument summary for previews and prompts.
     #[serde(skip)]
     pub summarize: Option<Summarizer>,
@@ -267,10 +270,18 @@ impl ToolSpec {
             has_preview: true,
             capabilities: None,
             secret_args: false,
+            definition: None,
             summarize: None,
             resolve: None,
             precheck: None,
         }
+    }
+
+    /// Marks another MCP server's tool, with the hash of its definition (see
+    /// [`ToolSpec::definition`]).
+    pub fn from_upstream(mut self, definition_hash: String) -> Self {
+        self.definition = Some(definition_hash);
+        self
     }
 
     /// Declares that the arguments may hold secrets (previews and prompts hide them).
@@ -374,6 +385,20 @@ impl ToolSpec {
                         .to_string(),
                 };
             }
+        }
+        if self.definition.is_some()
+            && transport != Transport::Local
+            && let Some(server) = crate::config::upstream_server(&self.name)
+            && !config.servers.get(server).is_some_and(|s| s.http)
+        {
+            return Availability::Unavailable {
+                reason: UnavailableReason::NeedsStdioTransport,
+                detail: format!(
+                    "it is a tool of the MCP server `{server}`, which runs on this machine as the \
+                     person, so it is not offered over HTTP unless the person says so with \
+                     `lmcp servers http {server} on`"
+                ),
+            };
         }
         if self.requires.local_files && transport != Transport::Local {
             return Availability::Unavailable {
@@ -888,13 +913,20 @@ impl Registry {
 
 /// Tool names are snake_case ASCII: a lowercase letter, then lowercase letters, digits and `_`,
 /// at most 64 characters (MCP clients cap names near there).
+///
+/// Another MCP server's tool keeps the case of its own name: `mcp__SERVER__TOOL`, where TOOL has
+/// ASCII letters, digits and `_` (every other character was made `_`).
 pub fn check_name(name: &str) -> Result<()> {
+    let upstream = crate::config::upstream_server(name).is_some();
     let ok = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && name.chars().all(|c| {
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || c == '_'
+                || (upstream && c.is_ascii_uppercase())
+        });
     if ok {
         Ok(())
     } else {

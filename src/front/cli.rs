@@ -184,6 +184,11 @@ pub enum Command {
     /// Install, configure and call skills.
     #[command(subcommand)]
     Skill(super::skill::SkillCommand),
+    /// Other MCP servers whose tools lmcp offers behind its gate (`mcp__SERVER__TOOL`).
+    Servers {
+        #[command(subcommand)]
+        action: Option<super::servers::ServersCommand>,
+    },
     /// Turn anonymous friction signals on or off, or set where they go.
     Signals {
         #[command(subcommand)]
@@ -579,6 +584,10 @@ async fn run(cli: Cli) -> Result<u8> {
         errln!("warning: {}", shown(&problem));
     }
     let code = dispatch(&host, cli).await;
+    // the other MCP servers this command started end with it (`lmcp serve` included)
+    if let Some(upstreams) = host.attached::<crate::upstream::Upstreams>() {
+        upstreams.stop_all().await;
+    }
     // the history is written behind the calls: what this command recorded goes out before it ends
     if let Err(e) = host.history().flush() {
         host.warn(format!("could not record calls in the history: {e}"));
@@ -680,6 +689,10 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Run(args) => super::run::run_file(host, args, json).await,
         Command::Recipe(command) => super::recipe::recipe(host, command, json).await,
         Command::Skill(command) => super::skill::skill(host, command, json).await,
+        Command::Servers { action } => {
+            let action = action.unwrap_or(super::servers::ServersCommand::List);
+            super::servers::servers(host, action, json).await
+        }
         Command::Pdf(args) => super::pdf::pdf(host, args, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),
         Command::Mode { mode, state } => mode_cmd(host, mode, state, json),

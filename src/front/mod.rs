@@ -19,6 +19,7 @@
 //! | `locals.rs`        | the REPL's top-level `local`s found and rewritten to outlive a line   |
 //! | `session_scope.rs` | the REPL's session slots, where those locals live between lines       |
 //! | `skill.rs`         | `lmcp skill ...`: install, show, configure and call skills            |
+//! | `servers.rs`       | `lmcp servers ...`: other MCP servers, their tools behind the gate    |
 //! | `mcp.rs`           | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)        |
 //! | `lines.rs`         | the line filter before rmcp: parse errors (-32700), line bound        |
 //! | `http.rs`          | `lmcp serve --http`: the same server over Streamable HTTP             |
@@ -40,6 +41,7 @@ pub mod recipe;
 pub mod repl;
 pub mod run;
 pub mod run_question;
+pub mod servers;
 pub mod session_scope;
 pub mod settings;
 pub mod skill;

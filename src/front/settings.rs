@@ -19,6 +19,12 @@ pub(super) fn check_grant_key(host: &Host, key: &str) -> Result<()> {
     {
         return Ok(());
     }
+    // every tool of another MCP server: `mcp__SERVER`
+    if let Some(server) = key.strip_prefix(crate::config::UPSTREAM_PREFIX)
+        && host.config().servers.contains_key(server)
+    {
+        return Ok(());
+    }
     // A rule may come before the custom tool it is for (denying what an agent might save);
     // the look-up above loaded the library, so one that does not exist yet is said so.
     if key.starts_with("user_") && crate::registry::check_name(key).is_ok() {
@@ -38,8 +44,21 @@ pub(super) fn check_grant_key(host: &Host, key: &str) -> Result<()> {
 pub(super) fn grants(host: &Arc<Host>, action: GrantsCommand, json: bool) -> Result<u8> {
     let set = |key: String, grant: Grant| -> Result<u8> {
         check_grant_key(host, &key)?;
+        // an allow of another server's tools is pinned to their definitions as they are now
+        let pins = if grant == Grant::Allow {
+            crate::upstream::pins_for(host, &key)
+        } else {
+            Vec::new()
+        };
         host.update_config(|c| {
             c.grants.insert(key.clone(), grant);
+            for (tool, hash) in &pins {
+                if let Some(server) = crate::config::upstream_server(tool)
+                    && let Some(entry) = c.servers.get_mut(server)
+                {
+                    entry.pins.insert(tool.clone(), hash.clone());
+                }
+            }
             Ok(())
         })?;
         emit(json, &json!({"key": key, "grant": grant}), || {

@@ -147,6 +147,14 @@ fn unhex32(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// A JSON value's canonical text (object keys sorted, no spaces): what hashes of JSON are
+/// taken over, so that key order never changes a hash.
+pub fn canonical_json(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    canonical(v, &mut out);
+    out
+}
+
 /// Appends a JSON value's canonical text (object keys sorted, no spaces) to `out`.
 fn canonical(v: &Value, out: &mut Vec<u8>) {
     match v {

@@ -68,7 +68,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::config::{Config, Grant};
+use crate::config::{Config, Grant, Pin};
 use crate::error::{Error, SchemaProblem};
 use crate::registry::{Availability, Effect, Invocation, Tool};
 
@@ -208,8 +208,21 @@ async fn decide_and_run(
         None => (spec.effect, spec.annotations.destructive_hint),
     };
 
-    // 4. grants
-    let (grant, grant_source) = config.grant_for(name, effect, destructive);
+    // 4. grants; an allow of another server's tool holds only for the definition it was
+    // given for (a server that changes a tool after it was trusted is asked about again)
+    let (mut grant, grant_source) = config.grant_for(name, effect, destructive);
+    let mut unpinned = None;
+    if grant == Grant::Allow
+        && let Some(hash) = &spec.definition
+    {
+        match config.pin(name, hash) {
+            Pin::Holds => {}
+            pin => {
+                grant = Grant::Ask;
+                unpinned = Some(pin);
+            }
+        }
+    }
     if grant == Grant::Deny {
         return Outcome::Denied {
             reason: {
@@ -286,6 +299,18 @@ async fn decide_and_run(
         .is_some_and(|a| a.covers(name, effect, destructive));
     let why = if per_tool_ask {
         Some(format!("the {grant_source} is ask, so it asks every time"))
+    } else if let Some(pin) = unpinned {
+        Some(match pin {
+            Pin::Changed => format!(
+                "the {grant_source} is allow, but the server changed this tool since it was \
+                 allowed; `lmcp grants allow {name}` allows it as it is now"
+            ),
+            _ => format!(
+                "the {grant_source} is allow, but this tool was not among the ones allowed \
+                 (it is newer, or the grant was written by hand); `lmcp grants allow {name}` \
+                 allows it as it is now"
+            ),
+        })
     } else if covered {
         None // a person said yes to a program that showed this call
     } else if grant == Grant::Ask {

@@ -41,3 +41,4 @@ mod skills;
 mod store;
 mod terminal;
 mod types;
+mod upstream;

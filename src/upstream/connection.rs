@@ -1,0 +1,543 @@
+//! One running server: its child process, lmcp's rmcp client of it, and calls to it.
+//!
+//! What the server sends is data: its messages are read through [`LineGuard`], which ends the
+//! connection on a line over [`MAX_MESSAGE`] instead of holding it; its stderr goes to a log
+//! file rotated at [`MAX_LOG`] (never to lmcp's own output), and its last lines are kept to
+//! explain a crash; its questions (elicitation) are declined, never answered yes for the
+//! person; its notifications cost a flag each, whatever their number.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientNotification, ClientRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, PaginatedRequestParams, ServerResult,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, PeerRequestOptions, RequestContext,
+    RunningService,
+};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+
+/// Largest message a server may send (a tool's result included): 16 MiB.
+pub const MAX_MESSAGE: usize = 16 << 20;
+/// Most tools one server may list.
+pub const MAX_TOOLS: usize = 1000;
+/// Most pages of a tool list read before the server is refused.
+const MAX_PAGES: usize = 200;
+/// The stderr log is rotated past this size.
+pub const MAX_LOG: u64 = 1 << 20;
+/// How long a server may take to start and answer the handshake and its tool list.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lines of stderr kept to explain a crash.
+const TAIL_LINES: usize = 12;
+
+/// How to start a server: the program, its arguments and the environment it gets on top of the
+/// person's own.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The server's name (for messages and its log file).
+    pub server: String,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Variables set for it (secrets included, never shown).
+    pub env: Vec<(String, String)>,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+}
+
+/// What the connection learned that the rest of lmcp acts on: set by the client's handler,
+/// read by the manager.
+#[derive(Default)]
+pub struct Signals {
+    /// The server said its tool list changed.
+    pub tools_changed: AtomicBool,
+    /// Woken on every change worth acting on (a list change, a broken connection).
+    pub notify: tokio::sync::Notify,
+    /// Why the connection can no longer be used (an oversized message).
+    pub broken: Mutex<Option<String>>,
+}
+
+/// A running server.
+pub struct Connection {
+    client: RunningService<RoleClient, UpstreamClient>,
+    child: Mutex<Option<tokio::process::Child>>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    /// Shared with the client's handler and the message reader.
+    pub signals: Arc<Signals>,
+    server: String,
+}
+
+impl Connection {
+    /// Starts the server and completes the handshake, within [`START_TIMEOUT`].
+    pub async fn start(launch: &Launch) -> Result<Arc<Connection>> {
+        let failed = |message: String| Error::Tool {
+            tool: format!("mcp__{}", launch.server),
+            message,
+        };
+        let (program, args) = launch
+            .command
+            .split_first()
+            .ok_or_else(|| failed("the server has no command".into()))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            failed(format!(
+                "could not start `{}`: {e}",
+                crate::text::escape_controls(program)
+            ))
+        })?;
+        let signals = Arc::new(Signals::default());
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(keep_stderr(stderr, launch.log.clone(), Arc::clone(&tail)));
+        }
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(failed(
+                "its standard input and output could not be opened".into(),
+            ));
+        };
+        let reader = LineGuard {
+            inner: stdout,
+            line: 0,
+            signals: Arc::clone(&signals),
+        };
+        let handler = UpstreamClient {
+            signals: Arc::clone(&signals),
+            server: launch.server.clone(),
+        };
+        let started = tokio::time::timeout(
+            START_TIMEOUT,
+            handler.serve_with_lifecycle((reader, stdin), ClientLifecycleMode::Initialize),
+        )
+        .await;
+        let tail_text = |tail: &Arc<Mutex<VecDeque<String>>>| last_lines(tail);
+        let client = match started {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => {
+                // give its stderr a moment to say why
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Err(failed(format!(
+                    "it did not complete the MCP handshake: {e}{}",
+                    tail_text(&tail)
+                )));
+            }
+            Err(_) => {
+                return Err(failed(format!(
+                    "it did not answer the MCP handshake within {} s{}",
+                    START_TIMEOUT.as_secs(),
+                    tail_text(&tail)
+                )));
+            }
+        };
+        Ok(Arc::new(Connection {
+            client,
+            child: Mutex::new(Some(child)),
+            tail,
+            signals,
+            server: launch.server.clone(),
+        }))
+    }
+
+    /// Whether the connection still works: its process runs, its client runs and no bound
+    /// was broken.
+    pub fn is_alive(&self) -> bool {
+        let running = self
+            .child
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+        running && !self.client.is_closed() && self.broken_reason().is_none()
+    }
+
+    /// Marks the connection unusable (the server's end closed): the next call starts it again.
+    fn mark_broken(&self, why: &str) {
+        let mut broken = self
+            .signals
+            .broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if broken.is_none() {
+            *broken = Some(why.to_string());
+        }
+    }
+
+    /// The server's tool definitions, as JSON, at most [`MAX_TOOLS`] of them.
+    pub async fn list_tools(&self) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let params = cursor
+                .take()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let page = tokio::time::timeout(START_TIMEOUT, self.client.list_tools(params))
+                .await
+                .map_err(|_| {
+                    self.failure(format!(
+                        "it did not list its tools within {} s",
+                        START_TIMEOUT.as_secs()
+                    ))
+                })?
+                .map_err(|e| self.failure(format!("it could not list its tools: {e}")))?;
+            for tool in page.tools {
+                if out.len() == MAX_TOOLS {
+                    return Err(Error::Limit {
+                        what: format!(
+                            "the MCP server `{}` lists more than {MAX_TOOLS} tools",
+                            self.server
+                        ),
+                        limit: format!("{MAX_TOOLS} tools per server"),
+                    });
+                }
+                out.push(serde_json::to_value(&tool).unwrap_or(Value::Null));
+            }
+            match page.next_cursor {
+                Some(c) if !c.is_empty() => cursor = Some(c),
+                _ => return Ok(out),
+            }
+        }
+        Err(Error::Limit {
+            what: format!(
+                "the MCP server `{}` lists its tools in more than {MAX_PAGES} pages",
+                self.server
+            ),
+            limit: format!("{MAX_PAGES} pages"),
+        })
+    }
+
+    /// Calls one of the server's tools by its own name. `cancel` sends
+    /// `notifications/cancelled` upstream and ends the call; so does dropping the future (a
+    /// deadline).
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Map<String, Value>,
+        cancel: &CancellationToken,
+    ) -> Result<rmcp::model::CallToolResult> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(tool.to_string()).with_arguments(args),
+        ));
+        let mut handle = self
+            .client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| {
+                self.mark_broken("the connection closed");
+                self.failure(format!("the call could not be sent: {e}"))
+            })?;
+        // a call whose future is dropped (its deadline passed) is cancelled upstream too
+        let mut guard = CancelOnDrop {
+            peer: Some(handle.peer.clone()),
+            id: handle.id.clone(),
+        };
+        let response = tokio::select! {
+            r = &mut handle.rx => r,
+            _ = cancel.cancelled() => {
+                guard.send("cancelled by lmcp");
+                return Err(Error::Cancelled);
+            }
+            _ = self.broken() => {
+                guard.peer = None;
+                let why = self.broken_reason().unwrap_or_default();
+                return Err(Error::Limit { what: why, limit: format!("{} MiB per message", MAX_MESSAGE >> 20) });
+            }
+        };
+        guard.peer = None;
+        match response {
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => {
+                Err(self
+                    .failure("it answered the call with something else than a tool result".into()))
+            }
+            Ok(Err(e)) => Err(self.failure(format!("the call failed: {e}"))),
+            Err(_) => {
+                if let Some(why) = self.broken_reason() {
+                    return Err(Error::Limit {
+                        what: why,
+                        limit: format!("{} MiB per message", MAX_MESSAGE >> 20),
+                    });
+                }
+                self.mark_broken("the server stopped");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(self.failure(format!(
+                    "the server stopped during the call{}",
+                    last_lines(&self.tail)
+                )))
+            }
+        }
+    }
+
+    async fn broken(&self) {
+        loop {
+            let notified = self.signals.notify.notified();
+            if self.broken_reason().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn broken_reason(&self) -> Option<String> {
+        self.signals
+            .broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn failure(&self, message: String) -> Error {
+        Error::Tool {
+            tool: format!("mcp__{}", self.server),
+            message: format!("the MCP server `{}`: {message}", self.server),
+        }
+    }
+
+    /// Ends the server: its input is closed, then it is killed if it has not ended.
+    pub async fn stop(&self) {
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.client.cancellation_token().cancel();
+        if let Some(mut child) = child
+            && tokio::time::timeout(Duration::from_millis(500), child.wait())
+                .await
+                .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// The child's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|c| c.id())
+    }
+}
+
+/// Sends `notifications/cancelled` for a request unless disarmed (`peer` taken).
+struct CancelOnDrop {
+    peer: Option<rmcp::service::Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl CancelOnDrop {
+    fn send(&mut self, reason: &str) {
+        let Some(peer) = self.peer.take() else { return };
+        let notification = CancelledNotification::new(CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some(reason.to_string()),
+        ));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = peer
+                    .send_notification(ClientNotification::CancelledNotification(notification))
+                    .await;
+            });
+        }
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.send("the call's deadline passed");
+    }
+}
+
+/// The stderr lines kept, as a suffix for an error message.
+fn last_lines(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
+    let tail = tail.lock().unwrap_or_else(|p| p.into_inner());
+    if tail.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("; its last words on stderr:");
+    for line in tail.iter() {
+        out.push_str("\n  ");
+        out.push_str(&crate::text::escape_controls(line));
+    }
+    out
+}
+
+/// Copies a server's stderr to its log file (rotated past [`MAX_LOG`] to `NAME.log.1`), keeping
+/// the last lines in memory; lines are cut at 1 KiB.
+async fn keep_stderr(
+    stderr: tokio::process::ChildStderr,
+    log: PathBuf,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = tokio::io::BufReader::new(stderr);
+    let mut file = open_log(&log).await;
+    let mut size = match &file {
+        Some(f) => f.metadata().await.map(|m| m.len()).unwrap_or(0),
+        None => 0,
+    };
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        // bounded: a line without an end is taken 4 KiB at a time
+        let n = match read_bounded_line(&mut lines, &mut buf, 4096).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let text = String::from_utf8_lossy(&buf[..n.min(1024)])
+            .trim_end()
+            .to_string();
+        {
+            let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
+            if tail.len() == TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(text);
+        }
+        if size + n as u64 > MAX_LOG {
+            let _ = tokio::fs::rename(&log, log.with_extension("log.1")).await;
+            file = open_log(&log).await;
+            size = 0;
+        }
+        if let Some(f) = file.as_mut()
+            && f.write_all(&buf[..n]).await.is_ok()
+        {
+            size += n as u64;
+        }
+    }
+}
+
+async fn open_log(path: &std::path::Path) -> Option<tokio::fs::File> {
+    if let Some(dir) = path.parent() {
+        let _ = tokio::fs::create_dir_all(dir).await;
+    }
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await
+        .ok()
+}
+
+/// Reads up to a newline or `max` bytes, whichever comes first.
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    loop {
+        let available = r.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(out.len());
+        }
+        let room = max - out.len();
+        let take = available.len().min(room);
+        if let Some(i) = memchr::memchr(b'\n', &available[..take]) {
+            out.extend_from_slice(&available[..=i]);
+            r.consume(i + 1);
+            return Ok(out.len());
+        }
+        out.extend_from_slice(&available[..take]);
+        r.consume(take);
+        if out.len() == max {
+            return Ok(out.len());
+        }
+    }
+}
+
+/// The server's stdout as rmcp reads it, ended (as if the server had closed it) at the first
+/// line longer than [`MAX_MESSAGE`]: such a message is never held, and the calls waiting on it
+/// fail with the limit named.
+struct LineGuard {
+    inner: tokio::process::ChildStdout,
+    /// Bytes since the last newline.
+    line: usize,
+    signals: Arc<Signals>,
+}
+
+impl AsyncRead for LineGuard {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self
+            .signals
+            .broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let new = &buf.filled()[before..];
+                match memchr::memrchr(b'\n', new) {
+                    Some(i) => this.line = new.len() - i - 1,
+                    None => this.line += new.len(),
+                }
+                if this.line > MAX_MESSAGE {
+                    *this
+                        .signals
+                        .broken
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                        "the MCP server sent a message over {} MiB; it was stopped",
+                        MAX_MESSAGE >> 20
+                    ));
+                    this.signals.notify.notify_waiters();
+                    buf.set_filled(before);
+                }
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+/// lmcp as the server's client: it asks nothing of the person on the server's behalf.
+struct UpstreamClient {
+    signals: Arc<Signals>,
+    server: String,
+}
+
+impl ClientHandler for UpstreamClient {
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> std::result::Result<ElicitResult, ErrorData> {
+        // never answered yes on the person's behalf
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.signals.tools_changed.store(true, Ordering::Release);
+        self.signals.notify.notify_waiters();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(
+                format!("lmcp (for {})", self.server),
+                env!("CARGO_PKG_VERSION"),
+            ),
+        )
+    }
+}
