@@ -170,20 +170,25 @@ pub fn handler_fn() -> Handler {
 }
 
 /// A tool's name as reports may carry it: built-in names as they are, tools people and agents
-/// made only as their kind (`user_tool`, `skill_tool`), anything else as `(unknown)`.
+/// made, and other servers' tools, only as their kind (`user_tool`, `skill_tool`,
+/// `upstream_tool`), anything else as `(unknown)`.
 fn public_name(host: &Host, name: &str) -> String {
     match host.registry().get(name) {
         _ if name.starts_with("user_") => "user_tool".to_string(),
         _ if name.starts_with("skill__") => "skill_tool".to_string(),
+        // another server's tool: its name was chosen by that server and the person
+        _ if crate::config::upstream_server(name).is_some() => "upstream_tool".to_string(),
         Some(t) if t.spec().kind != crate::registry::Kind::Workflow => name.to_string(),
         _ => "(unknown)".to_string(),
     }
 }
 
-/// Whether a tool's parameter names are its maker's words (a user or skill tool) and so are
+/// Whether a tool's parameter names are its maker's words (a user, skill or upstream tool) and so are
 /// never reported.
 fn made_by_someone(name: &str) -> bool {
-    name.starts_with("user_") || name.starts_with("skill__")
+    name.starts_with("user_")
+        || name.starts_with("skill__")
+        || crate::config::upstream_server(name).is_some()
 }
 
 /// Builds the payload from the arguments' categories and the runtime's own records.

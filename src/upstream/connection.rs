@@ -77,6 +77,8 @@ pub struct Connection {
     /// Shared with the client's handler and the message reader.
     pub signals: Arc<Signals>,
     server: String,
+    /// Cancel notices still being sent (see [`CancelOnDrop`]).
+    pending_cancels: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl Connection {
@@ -152,6 +154,7 @@ impl Connection {
             tail,
             signals,
             server: launch.server.clone(),
+            pending_cancels: Arc::default(),
         }))
     }
 
@@ -246,11 +249,16 @@ impl Connection {
         let mut guard = CancelOnDrop {
             peer: Some(handle.peer.clone()),
             id: handle.id.clone(),
+            pending: Arc::clone(&self.pending_cancels),
         };
         let response = tokio::select! {
             r = &mut handle.rx => r,
             _ = cancel.cancelled() => {
-                guard.send("cancelled by lmcp");
+                if let Some(peer) = guard.peer.take() {
+                    let _ = peer
+                        .send_notification(cancelled(&guard.id, "cancelled by lmcp"))
+                        .await;
+                }
                 return Err(Error::Cancelled);
             }
             _ = self.broken() => {
@@ -311,6 +319,16 @@ impl Connection {
 
     /// Ends the server: its input is closed, then it is killed if it has not ended.
     pub async fn stop(&self) {
+        // the cancel notices of calls that timed out go first, within a second
+        let pending = std::mem::take(
+            &mut *self
+                .pending_cancels
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for task in pending {
+            let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
+        }
         let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.client.cancellation_token().cancel();
         if let Some(mut child) = child
@@ -332,32 +350,34 @@ impl Connection {
     }
 }
 
-/// Sends `notifications/cancelled` for a request unless disarmed (`peer` taken).
+/// `notifications/cancelled` for a request.
+fn cancelled(id: &rmcp::model::RequestId, reason: &str) -> ClientNotification {
+    ClientNotification::CancelledNotification(CancelledNotification::new(
+        CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string())),
+    ))
+}
+
+/// Sends `notifications/cancelled` for a request when dropped (a call whose deadline passed),
+/// unless disarmed (`peer` taken). The sending runs as a task of its own, kept with the
+/// connection so that [`Connection::stop`] lets it finish before the server's input closes.
 struct CancelOnDrop {
     peer: Option<rmcp::service::Peer<RoleClient>>,
     id: rmcp::model::RequestId,
-}
-
-impl CancelOnDrop {
-    fn send(&mut self, reason: &str) {
-        let Some(peer) = self.peer.take() else { return };
-        let notification = CancelledNotification::new(CancelledNotificationParam::new(
-            Some(self.id.clone()),
-            Some(reason.to_string()),
-        ));
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = peer
-                    .send_notification(ClientNotification::CancelledNotification(notification))
-                    .await;
-            });
-        }
-    }
+    pending: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        self.send("the call's deadline passed");
+        let Some(peer) = self.peer.take() else { return };
+        let notification = cancelled(&self.id, "the call's deadline passed");
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let task = rt.spawn(async move {
+                let _ = peer.send_notification(notification).await;
+            });
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            pending.retain(|t| !t.is_finished());
+            pending.push(task);
+        }
     }
 }
 

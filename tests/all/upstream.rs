@@ -12,10 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ContentBlock, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
@@ -45,6 +45,10 @@ fn default_tools() -> Value {
         {"name": "shout", "description": "Answers with escape sequences.", "inputSchema": {"type": "object"},
          "annotations": {"readOnlyHint": true}},
         {"name": "flood", "description": "Sends 10,000 list-changed notices, then answers.",
+         "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+        {"name": "flaky", "description": "Fails the first time it is called.",
+         "inputSchema": {"type": "object"}},
+        {"name": "grow", "description": "Adds the tool `grown` and says the list changed.",
          "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}
     ])
 }
@@ -82,6 +86,14 @@ impl ServerHandler for Fixture {
                 .enable_tool_list_changed()
                 .build(),
         )
+    }
+
+    async fn on_cancelled(
+        &self,
+        params: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        self.log(&format!("cancelled: {}", params.reason.unwrap_or_default()));
     }
 
     async fn list_tools(
@@ -135,6 +147,30 @@ impl ServerHandler for Fixture {
             "shout" => CallToolResult::success(vec![ContentBlock::text(
                 "\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\u{202e}gnp.exe",
             )]),
+            "flaky" => {
+                let before = std::fs::read_to_string(self.state.with_file_name("calls.log"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.starts_with("flaky"))
+                    .count();
+                if before == 1 {
+                    CallToolResult::error(vec![ContentBlock::text("not yet")])
+                } else {
+                    CallToolResult::success(vec![ContentBlock::text("now")])
+                }
+            }
+            "grow" => {
+                let mut state = self.state();
+                let mut tools = state.get("tools").cloned().unwrap_or_else(default_tools);
+                tools.as_array_mut().unwrap().push(json!({
+                    "name": "grown", "description": "New.", "inputSchema": {"type": "object"},
+                    "annotations": {"readOnlyHint": true}
+                }));
+                state["tools"] = tools;
+                std::fs::write(&self.state, state.to_string()).unwrap();
+                let _ = context.peer.notify_tool_list_changed().await;
+                CallToolResult::success(vec![ContentBlock::text("grown")])
+            }
             "flood" => {
                 for _ in 0..10_000 {
                     let _ = context.peer.notify_tool_list_changed().await;
@@ -258,7 +294,7 @@ fn a_server_is_listed_and_its_tools_ask_until_allowed() {
     let s = Setup::new(json!({}), &[]);
     let listed = json_out(&lmcp_ok(s.home(), &["servers", "list", "--json"]));
     assert_eq!(listed["servers"][0]["name"], "fx", "{listed}");
-    assert_eq!(listed["servers"][0]["tools"], 8, "{listed}");
+    assert_eq!(listed["servers"][0]["tools"], 10, "{listed}");
     assert_eq!(listed["servers"][0]["state"], "not started", "{listed}");
 
     // every tool is an lmcp tool, with the effect its claims give it
@@ -521,4 +557,123 @@ fn server_names_and_additions_are_checked() {
     );
     assert_ne!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("not mcp"), "{}", text(&out));
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_upstream() {
+    let s = Setup::new(json!({}), &["--allow-read"]);
+    let out = lmcp(
+        s.home(),
+        &[
+            "run",
+            "-e",
+            "return tools.mcp__fx__slow{}",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        s.calls().iter().any(|c| c.starts_with("cancelled: ")),
+        "the upstream heard no cancel: {:?}",
+        s.calls()
+    );
+}
+
+#[test]
+fn a_resumed_run_does_not_repeat_a_done_upstream_call() {
+    let s = Setup::new(json!({}), &[]);
+    let script = s.dir.path().join("twice.lua");
+    std::fs::write(
+        &script,
+        "---@uses mcp__fx__write_note mcp__fx__flaky\n\
+         tools.mcp__fx__write_note{note = 'once'}\n\
+         tools.mcp__fx__flaky{}\n\
+         return 'done'\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let out = lmcp(s.home(), &["run", script, "--yes"]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    let runs = json_out(&lmcp_ok(s.home(), &["runs", "--json"]));
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let out = lmcp(
+        s.home(),
+        &["run", script, "--yes", "--resume", &id, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let calls = s.calls();
+    let count = |p: &str| calls.iter().filter(|c| c.starts_with(p)).count();
+    assert_eq!(count("write-note"), 1, "{calls:?}");
+    assert_eq!(count("flaky"), 2, "{calls:?}");
+}
+
+#[test]
+fn friction_reports_name_upstream_tools_only_as_their_kind() {
+    let s = Setup::new(json!({}), &["--allow-read"]);
+    lmcp_ok(s.home(), &["call", "mcp__fx__echo", "text=secret words"]);
+    let out = lmcp_ok(
+        s.home(),
+        &[
+            "call",
+            "report_friction",
+            r#"{"friction_type": "cannot_complete", "tool_attempted": "mcp__fx__echo"}"#,
+            "--yes",
+            "--json",
+        ],
+    );
+    let payload = json_out(&out)["result"]["payload"].to_string();
+    assert!(payload.contains("upstream_tool"), "{payload}");
+    for leak in ["mcp__fx", "echo", "text", "secret"] {
+        assert!(!payload.contains(leak), "`{leak}` leaked into {payload}");
+    }
+}
+
+/// A client of `lmcp serve` hears of the upstream's new tool: the server's list_changed goes
+/// through lmcp to lmcp's own clients.
+#[tokio::test]
+async fn an_upstream_list_change_reaches_lmcp_clients() {
+    use rmcp::ClientHandler;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    struct Watcher(tokio::sync::mpsc::UnboundedSender<()>);
+    impl ClientHandler for Watcher {
+        async fn on_tool_list_changed(&self, _context: NotificationContext<rmcp::RoleClient>) {
+            let _ = self.0.send(());
+        }
+    }
+    let s = Setup::new(json!({}), &["--allow-read"]);
+    let mut cmd = tokio::process::Command::new(crate::common::bin());
+    cmd.args(["serve", "--profile", "full"])
+        .env("LMCP_HOME", s.home())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let client = Watcher(tx)
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    let listed = client.list_all_tools().await.unwrap();
+    assert!(listed.iter().any(|t| t.name == "mcp__fx__echo"));
+    assert!(!listed.iter().any(|t| t.name == "mcp__fx__grown"));
+    let grown = client
+        .call_tool(CallToolRequestParams::new("mcp__fx__grow"))
+        .await
+        .unwrap();
+    assert_ne!(grown.is_error, Some(true), "{grown:?}");
+    let deadline = std::time::Duration::from_secs(10);
+    loop {
+        tokio::time::timeout(deadline, changed.recv())
+            .await
+            .expect("no tools/list_changed from lmcp within 10 s");
+        let listed = client.list_all_tools().await.unwrap();
+        if listed.iter().any(|t| t.name == "mcp__fx__grown") {
+            break;
+        }
+    }
+    let _ = client.cancel().await;
+    let _ = child.wait().await;
 }
