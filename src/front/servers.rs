@@ -27,6 +27,20 @@ pub enum ServersCommand {
     /// its tools, after a question; its tools are then `mcp__NAME__TOOL`, and each asks until
     /// you allow it (`lmcp grants allow mcp__NAME__TOOL`, or `mcp__NAME` for all).
     Add(AddArgs),
+    /// Add the servers another MCP client already has: Claude Desktop's `mcpServers`, or VS
+    /// Code's `servers` (`.vscode/mcp.json`), after one question listing them all. Their
+    /// variables are kept as secrets (they often hold tokens).
+    Import {
+        /// Whose configuration: claude-desktop or vscode.
+        #[arg(value_enum)]
+        from: ImportFrom,
+        /// The configuration file (default: Claude Desktop's in its usual place, or
+        /// `.vscode/mcp.json` here).
+        file: Option<std::path::PathBuf>,
+        /// Import without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
     /// Show a server and its tools: claimed effects, grants, and the tools not offered.
     Show {
         /// The server's name.
@@ -61,6 +75,15 @@ pub enum ServersCommand {
         #[arg(value_enum)]
         state: Switch,
     },
+}
+
+/// Whose configuration `lmcp servers import` reads.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ImportFrom {
+    /// Claude Desktop's `claude_desktop_config.json` (`mcpServers`).
+    ClaudeDesktop,
+    /// VS Code's `mcp.json` (`servers`).
+    Vscode,
 }
 
 /// What `lmcp servers add` takes.
@@ -98,6 +121,9 @@ pub(super) async fn servers(host: &Arc<Host>, command: ServersCommand, json: boo
     match command {
         ServersCommand::List => list(host, json),
         ServersCommand::Add(args) => add(host, args, json).await,
+        ServersCommand::Import { from, file, yes } => {
+            import(host, from, file.as_deref(), yes, json).await
+        }
         ServersCommand::Show { name } => show(host, &name, json),
         ServersCommand::Refresh { name } => refresh(host, &name, json).await,
         ServersCommand::Remove { name } => remove(host, &name, json),
@@ -652,4 +678,261 @@ fn switch(
         },
     );
     Ok(0)
+}
+
+/// The usual place of a client's configuration.
+fn default_import_file(from: ImportFrom) -> Result<std::path::PathBuf> {
+    match from {
+        ImportFrom::Vscode => Ok(std::path::PathBuf::from(".vscode/mcp.json")),
+        ImportFrom::ClaudeDesktop => directories::BaseDirs::new()
+            .map(|d| {
+                d.config_dir()
+                    .join("Claude")
+                    .join("claude_desktop_config.json")
+            })
+            .ok_or_else(|| {
+                Error::Usage(
+                    "cannot tell where Claude Desktop keeps its configuration here; give the file"
+                        .into(),
+                )
+            }),
+    }
+}
+
+/// A name from another client's configuration as an lmcp server name: lowercase, every other
+/// character `_`, no `__`, at most 32 characters; `None` when nothing is left.
+fn import_name(name: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            c
+        } else {
+            '_'
+        };
+        if c == '_' && (out.is_empty() || out.ends_with('_')) {
+            continue;
+        }
+        out.push(c);
+    }
+    out.truncate(names::MAX_SERVER_NAME);
+    let out = out.trim_end_matches('_').to_string();
+    crate::config::valid_server_name(&out).then_some(out)
+}
+
+/// One server found in another client's configuration: what lmcp would add, or why not.
+struct Found {
+    /// Its name there.
+    original: String,
+    /// Its name here, and its entry with its variables' values (kept as secrets).
+    added: std::result::Result<(String, Server, Map<String, Value>), String>,
+}
+
+/// The servers of a client's configuration.
+fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Found> {
+    let key = match from {
+        ImportFrom::ClaudeDesktop => "mcpServers",
+        ImportFrom::Vscode => "servers",
+    };
+    let entries = config
+        .get(key)
+        .or_else(|| config.get("mcp").and_then(|m| m.get(key)))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut used: Vec<String> = taken.to_vec();
+    entries
+        .into_iter()
+        .map(|(original, entry)| {
+            let added = (|| {
+                let name = import_name(&original)
+                    .ok_or("its name has no letters or digits to make an lmcp name from")?;
+                if used.contains(&name) {
+                    return Err(format!("the name `{name}` is taken here"));
+                }
+                if entry.get("url").is_some()
+                    || matches!(entry.get("type").and_then(Value::as_str), Some("http" | "sse"))
+                {
+                    return Err("it is reached over HTTP, which this lmcp does not connect to yet".into());
+                }
+                let command = entry
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.is_empty())
+                    .ok_or("it has no command")?;
+                let mut words = vec![command.to_string()];
+                for a in entry.get("args").and_then(Value::as_array).into_iter().flatten() {
+                    words.push(a.as_str().ok_or("an argument is not a string")?.to_string());
+                }
+                if words.iter().any(|w| w.contains("${input:")) {
+                    return Err("it asks VS Code for an input (`${input:...}`), which only VS Code can fill in; add it with `lmcp servers add`".into());
+                }
+                let mut secrets = Map::new();
+                for (k, v) in entry.get("env").and_then(Value::as_object).into_iter().flatten() {
+                    let v = v.as_str().ok_or(format!("the variable {k} is not a string"))?;
+                    if v.contains("${input:") {
+                        return Err(format!("its variable {k} asks VS Code for an input, which only VS Code can fill in"));
+                    }
+                    check_env_name(k).map_err(|e| e.to_string())?;
+                    secrets.insert(k.clone(), Value::String(v.to_string()));
+                }
+                let server = Server {
+                    command: words,
+                    secret_env: secrets.keys().cloned().collect(),
+                    ..Server::default()
+                };
+                used.push(name.clone());
+                Ok((name, server, secrets))
+            })();
+            Found { original, added }
+        })
+        .collect()
+}
+
+async fn import(
+    host: &Arc<Host>,
+    from: ImportFrom,
+    file: Option<&std::path::Path>,
+    yes: bool,
+    json: bool,
+) -> Result<u8> {
+    let path = match file {
+        Some(p) => p.to_path_buf(),
+        None => default_import_file(from)?,
+    };
+    let text = super::door::read_input(&path)?;
+    let config: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Usage(format!("{} is not JSON: {e}", path.display())))?;
+    let taken: Vec<String> = host.config().servers.keys().cloned().collect();
+    let found = found_servers(from, &config, &taken);
+    if found.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} names no MCP servers",
+            path.display()
+        )));
+    }
+    if !json {
+        outln(&format!(
+            "{} names {} server(s); each runs its command on this machine, as you, whenever one \
+             of its tools is needed (their variables are kept as secrets):",
+            path.display(),
+            found.len()
+        ));
+        for f in &found {
+            match &f.added {
+                Ok((name, server, _)) => outln(&format!(
+                    "  {name}: {}",
+                    command_line(&server.command.iter().map(|c| json!(c)).collect::<Vec<_>>())
+                )),
+                Err(why) => outln(&format!(
+                    "  skipped `{}`: {why}",
+                    escape_controls(&f.original)
+                )),
+            }
+        }
+    }
+    let adding: Vec<&(String, Server, Map<String, Value>)> =
+        found.iter().filter_map(|f| f.added.as_ref().ok()).collect();
+    if adding.is_empty() {
+        return Err(Error::Usage("none of them can be added here".into()));
+    }
+    let asking = !yes && std::io::stdin().is_terminal() && !json;
+    let question = format!(
+        "Add these {} server(s) and start each to list its tools?",
+        adding.len()
+    );
+    if !(yes || (asking && ask(&question)?)) {
+        if !json {
+            outln("nothing imported (pass --yes to import without asking)");
+        }
+        return Ok(3);
+    }
+    let mut report = Vec::new();
+    for (name, server, secrets) in adding {
+        if !secrets.is_empty() {
+            upstream::store_secrets(host, name, secrets)?;
+        }
+        host.update_config(|c| {
+            c.servers.insert(name.clone(), server.clone());
+            Ok(())
+        })?;
+        let listed = upstream::list_once(host, name, server).await;
+        let entry = match &listed {
+            Ok(definitions) => {
+                upstream::register(host, name, definitions);
+                json!({"server": name, "tools": tools::offered(name, definitions).0.len()})
+            }
+            Err(e) => json!({"server": name, "error": e.to_string()}),
+        };
+        report.push(entry);
+    }
+    let skipped: Vec<Value> = found
+        .iter()
+        .filter_map(|f| {
+            f.added
+                .as_ref()
+                .err()
+                .map(|why| json!({"server": f.original, "reason": why}))
+        })
+        .collect();
+    let value = json!({"imported": report, "skipped": skipped});
+    emit(json, &value, || {
+        let mut out = String::new();
+        for r in &report {
+            match r.get("error") {
+                Some(e) => out.push_str(&format!(
+                    "added `{}`, which could not list its tools: {}\n",
+                    r["server"].as_str().unwrap_or_default(),
+                    e.as_str().unwrap_or_default()
+                )),
+                None => out.push_str(&format!(
+                    "added `{}`: {} tool(s)\n",
+                    r["server"].as_str().unwrap_or_default(),
+                    r["tools"]
+                )),
+            }
+        }
+        out.push_str("each tool asks until you allow it: `lmcp grants allow mcp__SERVER` allows a whole server\n");
+        out
+    });
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imported_names_become_server_names() {
+        assert_eq!(import_name("GitHub").as_deref(), Some("github"));
+        assert_eq!(import_name("my-server.v2").as_deref(), Some("my_server_v2"));
+        assert_eq!(import_name("--a--b--").as_deref(), Some("a_b"));
+        assert_eq!(import_name("ä"), None);
+        assert_eq!(import_name(&"x".repeat(40)).map(|n| n.len()), Some(32));
+    }
+
+    #[test]
+    fn what_cannot_be_imported_is_said_and_the_rest_kept() {
+        let config = json!({"mcpServers": {
+            "Files": {"command": "npx", "args": ["-y", "server"], "env": {"TOKEN": "t"}},
+            "remote": {"url": "https://example.org/mcp"},
+            "asks": {"command": "x", "args": ["${input:key}"]},
+            "files": {"command": "again"},
+            "taken": {"command": "y"}
+        }});
+        let found = found_servers(ImportFrom::ClaudeDesktop, &config, &["taken".into()]);
+        let by = |n: &str| found.iter().find(|f| f.original == n).unwrap();
+        let (name, server, secrets) = by("Files").added.as_ref().unwrap();
+        assert_eq!(name, "files");
+        assert_eq!(server.command, vec!["npx", "-y", "server"]);
+        assert_eq!(server.secret_env, vec!["TOKEN"]);
+        assert!(server.env.is_empty(), "imported values are kept as secrets");
+        assert_eq!(secrets["TOKEN"], "t");
+        assert!(by("remote").added.as_ref().unwrap_err().contains("HTTP"));
+        assert!(by("asks").added.as_ref().unwrap_err().contains("input"));
+        assert!(by("files").added.as_ref().unwrap_err().contains("taken"));
+        assert!(by("taken").added.as_ref().unwrap_err().contains("taken"));
+        // VS Code's own key
+        let vs = json!({"servers": {"a": {"type": "stdio", "command": "a"}}});
+        assert!(found_servers(ImportFrom::Vscode, &vs, &[])[0].added.is_ok());
+    }
 }

@@ -677,3 +677,51 @@ async fn an_upstream_list_change_reaches_lmcp_clients() {
     let _ = client.cancel().await;
     let _ = child.wait().await;
 }
+
+#[test]
+fn claude_desktop_servers_are_imported_after_one_question() {
+    let s = Setup::bare(json!({}));
+    let me = std::env::current_exe().unwrap();
+    let file = s.dir.path().join("claude_desktop_config.json");
+    let state = s.dir.path().join("state.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {
+            "Fixture-One": {
+                "command": "sh",
+                "args": ["-c", r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#, me],
+                "env": {STATE_VAR: state}
+            },
+            "remote": {"url": "https://example.org/mcp"}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    // no terminal, no --yes: nothing is imported
+    let out = lmcp(s.home(), &["servers", "import", "claude-desktop", file]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("skipped `remote`"), "{}", text(&out));
+    let out = json_out(&lmcp_ok(
+        s.home(),
+        &[
+            "servers",
+            "import",
+            "claude-desktop",
+            file,
+            "--yes",
+            "--json",
+        ],
+    ));
+    assert_eq!(out["imported"][0]["server"], "fixture_one", "{out}");
+    assert_eq!(out["imported"][0]["tools"], 10, "{out}");
+    // the variable is a secret: not in the config
+    let config = std::fs::read_to_string(s.home().join("config/config.json")).unwrap();
+    assert!(!config.contains("state.json"), "{config}");
+    lmcp_ok(s.home(), &["grants", "allow", "mcp__fixture_one"]);
+    let out = json_out(&lmcp_ok(
+        s.home(),
+        &["call", "mcp__fixture_one__echo", "text=imported", "--json"],
+    ));
+    assert_eq!(out["result"]["echo"], "imported", "{out}");
+}
