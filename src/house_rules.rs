@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["store"],
     &["config"],
+    &["net"],
     &["registry", "gate"],
     &["script"],
     &["program"],

@@ -27,6 +27,7 @@
 //! | [`front`]    | the front doors: command line, `lmcp run`, REPL, MCP server, `lmcp pdf`, |
 //! |              | `door`, what they share (gated call, who answers, output), and `docs`,   |
 //! |              | the text generated from the code (help, man pages, tool lists)           |
+//! | [`net`]      | the one HTTP client stack (reqwest, rustls on ring, the system's roots) |
 //! | [`error`]    | the one error enum, its classes and exit codes                           |
 //! | [`text`]     | strings shown to people: control characters escaped                      |
 
@@ -73,6 +74,7 @@ pub mod host;
 #[cfg(test)]
 mod house_rules;
 pub mod library;
+pub mod net;
 pub mod open;
 pub mod program;
 pub mod registry;

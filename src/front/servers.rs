@@ -22,10 +22,12 @@ use crate::upstream::{self, names, tools};
 pub enum ServersCommand {
     /// List the servers: state and tool count (starts none of them).
     List,
-    /// Add a server that runs as a command on this machine, as you:
-    /// `lmcp servers add NAME [--env K=V]... -- COMMAND [ARGS]...`. It is started once to list
-    /// its tools, after a question; its tools are then `mcp__NAME__TOOL`, and each asks until
-    /// you allow it (`lmcp grants allow mcp__NAME__TOOL`, or `mcp__NAME` for all).
+    /// Add a server that runs as a command on this machine, as you
+    /// (`lmcp servers add NAME [--env K=V]... -- COMMAND [ARGS]...`), or one reached over
+    /// Streamable HTTP (`lmcp servers add NAME --url URL [--header 'K: V']...`). It is started
+    /// (or reached) once to list its tools, after a question; its tools are then
+    /// `mcp__NAME__TOOL`, and each asks until you allow it (`lmcp grants allow
+    /// mcp__NAME__TOOL`, or `mcp__NAME` for all).
     Add(AddArgs),
     /// Add the servers another MCP client already has: Claude Desktop's `mcpServers`, or VS
     /// Code's `servers` (`.vscode/mcp.json`), after one question listing them all. Their
@@ -111,8 +113,18 @@ pub struct AddArgs {
     /// Add it without asking.
     #[arg(short, long)]
     yes: bool,
+    /// The server's Streamable HTTP endpoint: https://, or http:// on loopback.
+    #[arg(long, conflicts_with_all = ["command", "env", "secret_env"])]
+    url: Option<String>,
+    /// A header sent with every request to a --url server, as 'NAME: VALUE' (repeat for more).
+    #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+    header: Vec<String>,
+    /// A header whose value is secret (a token): asked for on the terminal, or read as a line
+    /// from stdin, and kept readable by you only (repeat for more).
+    #[arg(long = "secret-header", value_name = "NAME", requires = "url")]
+    secret_header: Vec<String>,
     /// The command that starts the server, after `--`.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present = "url", value_name = "COMMAND")]
     command: Vec<String>,
 }
 
@@ -192,6 +204,7 @@ fn list(host: &Arc<Host>, json: bool) -> Result<u8> {
                 "state": state,
                 "tools": tools,
                 "command": server.command,
+                "url": server.url,
                 "http": server.http,
             })
         })
@@ -218,7 +231,7 @@ fn list(host: &Arc<Host>, json: bool) -> Result<u8> {
                 ]
             })
             .collect();
-        table(&["NAME", "STATE", "TOOLS", "COMMAND"], &rows)
+        table(&["NAME", "STATE", "TOOLS", "COMMAND OR URL"], &rows)
     });
     Ok(0)
 }
@@ -305,6 +318,9 @@ fn show(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> {
         "name": name,
         "state": state,
         "command": server.command,
+        "url": server.url,
+        "headers": server.headers.keys().collect::<Vec<_>>(),
+        "secret_headers": server.secret_headers,
         "env": server.env.keys().collect::<Vec<_>>(),
         "secret_env": server.secret_env,
         "http": server.http,
@@ -314,10 +330,23 @@ fn show(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> {
         "refused": refused.iter().map(|r| json!({"tool": r.upstream, "reason": r.reason})).collect::<Vec<_>>(),
     });
     emit(json, &value, || {
-        let mut out = format!(
-            "{name}: {state}\n  command: {}\n",
-            command_line(&server.command.iter().map(|c| json!(c)).collect::<Vec<_>>())
-        );
+        let mut out = match &server.url {
+            Some(url) => format!("{name}: {state}\n  url: {}\n", escape_controls(url)),
+            None => format!(
+                "{name}: {state}\n  command: {}\n",
+                command_line(&server.command.iter().map(|c| json!(c)).collect::<Vec<_>>())
+            ),
+        };
+        if !server.headers.is_empty() || !server.secret_headers.is_empty() {
+            let mut names: Vec<String> = server.headers.keys().cloned().collect();
+            names.extend(
+                server
+                    .secret_headers
+                    .iter()
+                    .map(|k| format!("{k} (secret)")),
+            );
+            out.push_str(&format!("  headers: {}\n", names.join(", ")));
+        }
         if !server.env.is_empty() || !server.secret_env.is_empty() {
             let mut names: Vec<String> = server.env.keys().cloned().collect();
             names.extend(server.secret_env.iter().map(|k| format!("{k} (secret)")));
@@ -369,9 +398,29 @@ async fn add(host: &Arc<Host>, r: AddArgs, json: bool) -> Result<u8> {
     }
     let mut server = Server {
         command: r.command.clone(),
+        url: r.url.clone(),
         http: r.http,
         ..Server::default()
     };
+    if let Some(url) = &r.url {
+        crate::config::check_endpoint(url)?;
+    }
+    for h in &r.header {
+        let (k, v) = h.split_once(':').ok_or_else(|| {
+            Error::Usage(format!(
+                "--header takes 'NAME: VALUE'; `{}` has no `:`",
+                escape_controls(h)
+            ))
+        })?;
+        check_header_name(k.trim())?;
+        server
+            .headers
+            .insert(k.trim().to_string(), v.trim().to_string());
+    }
+    for k in &r.secret_header {
+        check_header_name(k)?;
+    }
+    server.secret_headers = r.secret_header.clone();
     for pair in &r.env {
         let (k, v) = pair.split_once('=').ok_or_else(|| {
             Error::Usage(format!(
@@ -393,7 +442,24 @@ async fn add(host: &Arc<Host>, r: AddArgs, json: bool) -> Result<u8> {
     server.secret_env = r.secret_env.clone();
     let asking = !r.yes && std::io::stdin().is_terminal() && !json;
     let shown_command = command_line(&r.command.iter().map(|c| json!(c)).collect::<Vec<_>>());
-    if !json {
+    if let (false, Some(url)) = (json, &r.url) {
+        let mut names: Vec<String> = server.headers.keys().cloned().collect();
+        names.extend(
+            server
+                .secret_headers
+                .iter()
+                .map(|k| format!("{k} (secret)")),
+        );
+        outln(&format!(
+            "the MCP server `{name}` is reached at {}{}; what its tools are given is sent there",
+            escape_controls(url),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(", with the headers {}", names.join(", "))
+            }
+        ));
+    } else if !json {
         outln(&format!(
             "the MCP server `{name}` runs this command on this machine, as you, whenever one of \
              its tools is needed:\n  {shown_command}"
@@ -404,7 +470,12 @@ async fn add(host: &Arc<Host>, r: AddArgs, json: bool) -> Result<u8> {
             outln(&format!("  with the variables {}", names.join(", ")));
         }
     }
-    if !(r.yes || (asking && ask("Start it now to list its tools?")?)) {
+    let first = if r.url.is_some() {
+        "Connect to it now to list its tools?"
+    } else {
+        "Start it now to list its tools?"
+    };
+    if !(r.yes || (asking && ask(first)?)) {
         if !json {
             outln("not added (pass --yes to add it without asking)");
         }
@@ -414,6 +485,12 @@ async fn add(host: &Arc<Host>, r: AddArgs, json: bool) -> Result<u8> {
     let mut secrets = Map::new();
     for k in &server.secret_env {
         secrets.insert(k.clone(), Value::String(read_secret(k)?));
+    }
+    for k in &server.secret_headers {
+        secrets.insert(
+            upstream::secret_header_key(k),
+            Value::String(read_secret(&format!("the header {k}"))?),
+        );
     }
     let previous_secrets = upstream::secrets(host, &name).ok();
     if !secrets.is_empty() {
@@ -538,6 +615,17 @@ fn forget_grants(c: &mut crate::config::Config, name: &str) {
     let server_key = names::server_key(name);
     c.grants
         .retain(|k, _| k != &server_key && names::server_of(k) != Some(name));
+}
+
+fn check_header_name(k: &str) -> Result<()> {
+    if http::HeaderName::from_bytes(k.as_bytes()).is_ok() {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "`{}` is not a header name",
+            escape_controls(k)
+        )))
+    }
 }
 
 fn check_env_name(k: &str) -> Result<()> {
@@ -749,10 +837,35 @@ fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Foun
                 if used.contains(&name) {
                     return Err(format!("the name `{name}` is taken here"));
                 }
-                if entry.get("url").is_some()
-                    || matches!(entry.get("type").and_then(Value::as_str), Some("http" | "sse"))
-                {
-                    return Err("it is reached over HTTP, which this lmcp does not connect to yet".into());
+                if let Some(url) = entry.get("url") {
+                    let url = url.as_str().ok_or("its url is not a string")?;
+                    if entry.get("type").and_then(Value::as_str) == Some("sse") {
+                        return Err("it speaks the old HTTP+SSE transport; lmcp speaks Streamable HTTP".into());
+                    }
+                    crate::config::check_endpoint(url).map_err(|e| e.to_string())?;
+                    if url.contains("${input:") {
+                        return Err("its url asks VS Code for an input, which only VS Code can fill in".into());
+                    }
+                    let mut secrets = Map::new();
+                    for (k, v) in entry.get("headers").and_then(Value::as_object).into_iter().flatten() {
+                        let v = v.as_str().ok_or(format!("the header {k} is not a string"))?;
+                        if v.contains("${input:") {
+                            return Err(format!("its header {k} asks VS Code for an input, which only VS Code can fill in"));
+                        }
+                        check_header_name(k).map_err(|e| e.to_string())?;
+                        secrets.insert(upstream::secret_header_key(k), Value::String(v.to_string()));
+                    }
+                    let server = Server {
+                        url: Some(url.to_string()),
+                        secret_headers: entry
+                            .get("headers")
+                            .and_then(Value::as_object)
+                            .map(|h| h.keys().cloned().collect())
+                            .unwrap_or_default(),
+                        ..Server::default()
+                    };
+                    used.push(name.clone());
+                    return Ok((name, server, secrets));
                 }
                 let command = entry
                     .get("command")
@@ -812,8 +925,9 @@ async fn import(
     }
     if !json {
         outln(&format!(
-            "{} names {} server(s); each runs its command on this machine, as you, whenever one \
-             of its tools is needed (their variables are kept as secrets):",
+            "{} names {} server(s); each runs its command on this machine, as you, or is reached \
+             at its URL, whenever one of its tools is needed (their variables and headers are \
+             kept as secrets):",
             path.display(),
             found.len()
         ));
@@ -821,7 +935,12 @@ async fn import(
             match &f.added {
                 Ok((name, server, _)) => outln(&format!(
                     "  {name}: {}",
-                    command_line(&server.command.iter().map(|c| json!(c)).collect::<Vec<_>>())
+                    match &server.url {
+                        Some(url) => escape_controls(url).into_owned(),
+                        None => command_line(
+                            &server.command.iter().map(|c| json!(c)).collect::<Vec<_>>()
+                        ),
+                    }
                 )),
                 Err(why) => outln(&format!(
                     "  skipped `{}`: {why}",
@@ -927,7 +1046,8 @@ mod tests {
         assert_eq!(server.secret_env, vec!["TOKEN"]);
         assert!(server.env.is_empty(), "imported values are kept as secrets");
         assert_eq!(secrets["TOKEN"], "t");
-        assert!(by("remote").added.as_ref().unwrap_err().contains("HTTP"));
+        let (_, remote, _) = by("remote").added.as_ref().unwrap();
+        assert_eq!(remote.url.as_deref(), Some("https://example.org/mcp"));
         assert!(by("asks").added.as_ref().unwrap_err().contains("input"));
         assert!(by("files").added.as_ref().unwrap_err().contains("taken"));
         assert!(by("taken").added.as_ref().unwrap_err().contains("taken"));

@@ -253,33 +253,43 @@ pub fn build_payload(host: &Host, args: &Value) -> Result<Value> {
     Ok(payload)
 }
 
-/// POSTs one payload; the reason on failure.
+/// POSTs one payload; the reason on failure. Called from blocking threads (the outbox is files):
+/// the request runs on the runtime they belong to.
 fn deliver(endpoint: &str, payload: &Value) -> std::result::Result<(), String> {
     check_endpoint(endpoint).map_err(|e| e.to_string())?;
-    // A redirect is not followed: the report goes to the endpoint set, or nowhere.
-    let config = ureq::Agent::config_builder()
-        .timeout_global(Some(SEND_TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
     let body = serde_json::to_vec(payload).map_err(|e| e.to_string())?;
-    match agent
-        .post(endpoint)
-        .header("content-type", "application/json")
-        .send(&body[..])
-    {
-        Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) if r.status().is_redirection() => Err(format!(
+    let post = async {
+        // A redirect is not followed: the report goes to the endpoint set, or nowhere.
+        let client = crate::net::client(Some(SEND_TIMEOUT))
+            .build()
+            .map_err(|e| e.to_string())?;
+        client
+            .post(endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let response = match tokio::runtime::Handle::try_current() {
+        Ok(rt) => rt.block_on(post),
+        Err(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?
+            .block_on(post),
+    }?;
+    let status = response.status();
+    if status.is_success() {
+        Ok(())
+    } else if status.is_redirection() {
+        Err(format!(
             "the endpoint answered HTTP {} (a redirect, not followed; set the final URL with \
              `lmcp signals endpoint URL`)",
-            r.status().as_u16()
-        )),
-        Ok(r) => Err(format!(
-            "the endpoint answered HTTP {}",
-            r.status().as_u16()
-        )),
-        Err(e) => Err(e.to_string()),
+            status.as_u16()
+        ))
+    } else {
+        Err(format!("the endpoint answered HTTP {}", status.as_u16()))
     }
 }
 

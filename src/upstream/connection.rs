@@ -23,6 +23,9 @@ use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, PeerRequestOptions, RequestContext,
     RunningService,
 };
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, ReadBuf};
@@ -43,18 +46,34 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Lines of stderr kept to explain a crash.
 const TAIL_LINES: usize = 12;
 
-/// How to start a server: the program, its arguments and the environment it gets on top of the
-/// person's own.
+/// How to reach a server, with its name (for messages and its log file).
 #[derive(Debug, Clone)]
 pub struct Launch {
-    /// The server's name (for messages and its log file).
+    /// The server's name.
     pub server: String,
-    /// The program and its arguments.
-    pub command: Vec<String>,
-    /// Variables set for it (secrets included, never shown).
-    pub env: Vec<(String, String)>,
-    /// Where its stderr goes.
-    pub log: PathBuf,
+    /// A command or a URL.
+    pub reach: Reach,
+}
+
+/// Where a server is: a command lmcp starts, or a URL it connects to.
+#[derive(Debug, Clone)]
+pub enum Reach {
+    /// A program on this machine, spoken to over its stdin and stdout.
+    Command {
+        /// The program and its arguments.
+        command: Vec<String>,
+        /// Variables set for it on top of the person's own (secrets included, never shown).
+        env: Vec<(String, String)>,
+        /// Where its stderr goes.
+        log: PathBuf,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// Its URL.
+        url: String,
+        /// Headers sent with every request (secrets included, never shown).
+        headers: Vec<(String, String)>,
+    },
 }
 
 /// What the connection learned that the rest of lmcp acts on: set by the client's handler,
@@ -72,7 +91,9 @@ pub struct Signals {
 /// A running server.
 pub struct Connection {
     client: RunningService<RoleClient, UpstreamClient>,
+    /// The server's process, for a server lmcp started (none over HTTP).
     child: Mutex<Option<tokio::process::Child>>,
+    has_child: bool,
     tail: Arc<Mutex<VecDeque<String>>>,
     /// Shared with the client's handler and the message reader.
     pub signals: Arc<Signals>,
@@ -82,54 +103,67 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Starts the server and completes the handshake, within [`START_TIMEOUT`].
+    /// Starts the server (or connects to it) and completes the handshake, within
+    /// [`START_TIMEOUT`].
     pub async fn start(launch: &Launch) -> Result<Arc<Connection>> {
         let failed = |message: String| Error::Tool {
             tool: format!("mcp__{}", launch.server),
-            message,
+            message: format!("the MCP server `{}`: {message}", launch.server),
         };
-        let (program, args) = launch
-            .command
-            .split_first()
-            .ok_or_else(|| failed("the server has no command".into()))?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args)
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
-            failed(format!(
-                "could not start `{}`: {e}",
-                crate::text::escape_controls(program)
-            ))
-        })?;
         let signals = Arc::new(Signals::default());
         let tail = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(keep_stderr(stderr, launch.log.clone(), Arc::clone(&tail)));
-        }
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-            return Err(failed(
-                "its standard input and output could not be opened".into(),
-            ));
-        };
-        let reader = LineGuard {
-            inner: stdout,
-            line: 0,
-            signals: Arc::clone(&signals),
-        };
         let handler = UpstreamClient {
             signals: Arc::clone(&signals),
             server: launch.server.clone(),
         };
-        let started = tokio::time::timeout(
-            START_TIMEOUT,
-            handler.serve_with_lifecycle((reader, stdin), ClientLifecycleMode::Initialize),
-        )
-        .await;
-        let tail_text = |tail: &Arc<Mutex<VecDeque<String>>>| last_lines(tail);
+        let mut child = None;
+        let started = match &launch.reach {
+            Reach::Command { command, env, log } => {
+                let (program, args) = command
+                    .split_first()
+                    .ok_or_else(|| failed("it has no command".into()))?;
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args)
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .kill_on_drop(true);
+                let spawned = child.insert(cmd.spawn().map_err(|e| {
+                    failed(format!(
+                        "could not start `{}`: {e}",
+                        crate::text::escape_controls(program)
+                    ))
+                })?);
+                if let Some(stderr) = spawned.stderr.take() {
+                    tokio::spawn(keep_stderr(stderr, log.clone(), Arc::clone(&tail)));
+                }
+                let (Some(stdout), Some(stdin)) = (spawned.stdout.take(), spawned.stdin.take())
+                else {
+                    return Err(failed(
+                        "its standard input and output could not be opened".into(),
+                    ));
+                };
+                let reader = LineGuard {
+                    inner: stdout,
+                    line: 0,
+                    signals: Arc::clone(&signals),
+                };
+                tokio::time::timeout(
+                    START_TIMEOUT,
+                    handler.serve_with_lifecycle((reader, stdin), ClientLifecycleMode::Initialize),
+                )
+                .await
+            }
+            Reach::Http { url, headers } => {
+                let transport = http_transport(url, headers).map_err(failed)?;
+                tokio::time::timeout(
+                    START_TIMEOUT,
+                    handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+                )
+                .await
+            }
+        };
         let client = match started {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => {
@@ -137,20 +171,21 @@ impl Connection {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 return Err(failed(format!(
                     "it did not complete the MCP handshake: {e}{}",
-                    tail_text(&tail)
+                    last_lines(&tail)
                 )));
             }
             Err(_) => {
                 return Err(failed(format!(
                     "it did not answer the MCP handshake within {} s{}",
                     START_TIMEOUT.as_secs(),
-                    tail_text(&tail)
+                    last_lines(&tail)
                 )));
             }
         };
         Ok(Arc::new(Connection {
             client,
-            child: Mutex::new(Some(child)),
+            has_child: child.is_some(),
+            child: Mutex::new(child),
             tail,
             signals,
             server: launch.server.clone(),
@@ -161,12 +196,13 @@ impl Connection {
     /// Whether the connection still works: its process runs, its client runs and no bound
     /// was broken.
     pub fn is_alive(&self) -> bool {
-        let running = self
-            .child
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+        let running = !self.has_child
+            || self
+                .child
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
         running && !self.client.is_closed() && self.broken_reason().is_none()
     }
 
@@ -355,6 +391,40 @@ fn cancelled(id: &rmcp::model::RequestId, reason: &str) -> ClientNotification {
     ClientNotification::CancelledNotification(CancelledNotification::new(
         CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_string())),
     ))
+}
+
+/// rmcp's Streamable HTTP client on lmcp's HTTP stack (`crate::net`), with the server's headers
+/// and lmcp's bound on messages. `Authorization: Bearer TOKEN` goes as rmcp's auth header.
+fn http_transport(
+    url: &str,
+    headers: &[(String, String)],
+) -> std::result::Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    let client = crate::net::client(None)
+        // rmcp's own choice: a pooled connection whose last body was not read stalls ~40 ms
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|e| format!("the HTTP client could not be made: {e}"))?;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("authorization")
+            && let Some(token) = value.strip_prefix("Bearer ")
+        {
+            config = config.auth_header(token.to_string());
+            continue;
+        }
+        let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            format!(
+                "`{}` is not a header name",
+                crate::text::escape_controls(name)
+            )
+        })?;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|_| format!("the value of the header `{name}` is not a header value"))?;
+        config.custom_headers.insert(name, value);
+    }
+    config.max_sse_event_size = MAX_MESSAGE;
+    config.max_json_response_size = MAX_MESSAGE;
+    Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
 /// Sends `notifications/cancelled` for a request when dropped (a call whose deadline passed),

@@ -40,7 +40,7 @@ use crate::host::Host;
 use crate::registry::{Invocation, handler};
 
 pub use catalog::Catalog;
-use connection::{Connection, Launch};
+use connection::{Connection, Launch, Reach};
 pub use connection::{MAX_MESSAGE, MAX_TOOLS, START_TIMEOUT};
 
 /// The servers of one host: each started on first need, once per process.
@@ -332,19 +332,9 @@ async fn start_and_list(
     server: &str,
     entry: &Server,
 ) -> Result<(Arc<Connection>, Vec<Value>)> {
-    if entry.url.is_some() {
-        return Err(Error::Unavailable {
-            tool: names::server_key(server),
-            reason: "servers over Streamable HTTP are not supported by this lmcp yet; add the \
-                     server as a command"
-                .into(),
-        });
-    }
     let launch = Launch {
         server: server.to_string(),
-        command: entry.command.clone(),
-        env: environment(host, server, entry)?,
-        log: catalog::log_path(host, server),
+        reach: reach(host, server, entry)?,
     };
     let conn = Connection::start(&launch).await?;
     let definitions = match conn.list_tools().await {
@@ -376,26 +366,61 @@ pub async fn list_once(host: &Host, server: &str, entry: &Server) -> Result<Vec<
     Ok(definitions)
 }
 
-/// The variables a server gets: its plain ones and its secret ones.
-fn environment(host: &Host, server: &str, entry: &Server) -> Result<Vec<(String, String)>> {
+/// How to reach a server: its command with its variables, or its URL with its headers (the
+/// secret ones read from where they are kept).
+fn reach(host: &Host, server: &str, entry: &Server) -> Result<Reach> {
+    let secrets = if entry.secret_env.is_empty() && entry.secret_headers.is_empty() {
+        Map::new()
+    } else {
+        secrets(host, server)?
+    };
+    let secret = |key: &str, flag: &str, name: &str| -> Result<String> {
+        secrets
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "the secret `{name}` of the MCP server `{server}` is not set; add the server \
+                     again with {flag} {name}"
+                ))
+            })
+    };
+    if let Some(url) = &entry.url {
+        let mut headers: Vec<(String, String)> = entry
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for name in &entry.secret_headers {
+            headers.push((
+                name.clone(),
+                secret(&secret_header_key(name), "--secret-header", name)?,
+            ));
+        }
+        return Ok(Reach::Http {
+            url: url.clone(),
+            headers,
+        });
+    }
     let mut env: Vec<(String, String)> = entry
         .env
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if !entry.secret_env.is_empty() {
-        let secrets = secrets(host, server)?;
-        for key in &entry.secret_env {
-            let value = secrets.get(key).and_then(Value::as_str).ok_or_else(|| {
-                Error::Usage(format!(
-                    "the secret `{key}` of the MCP server `{server}` is not set; add the server \
-                     again with --secret-env {key}"
-                ))
-            })?;
-            env.push((key.clone(), value.to_string()));
-        }
+    for key in &entry.secret_env {
+        env.push((key.clone(), secret(key, "--secret-env", key)?));
     }
-    Ok(env)
+    Ok(Reach::Command {
+        command: entry.command.clone(),
+        env,
+        log: catalog::log_path(host, server),
+    })
+}
+
+/// The key a secret header's value is kept under, apart from the variables'.
+pub fn secret_header_key(name: &str) -> String {
+    format!("header:{}", name.to_ascii_lowercase())
 }
 
 /// Where a server's secret values are kept (readable by the person only).

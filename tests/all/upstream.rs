@@ -692,7 +692,7 @@ fn claude_desktop_servers_are_imported_after_one_question() {
                 "args": ["-c", r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#, me],
                 "env": {STATE_VAR: state}
             },
-            "remote": {"url": "https://example.org/mcp"}
+            "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"}
         }})
         .to_string(),
     )
@@ -724,4 +724,77 @@ fn claude_desktop_servers_are_imported_after_one_question() {
         &["call", "mcp__fixture_one__echo", "text=imported", "--json"],
     ));
     assert_eq!(out["result"]["echo"], "imported", "{out}");
+}
+
+/// A server reached over Streamable HTTP: another lmcp's `serve --http`, with its token kept as
+/// a secret header.
+#[test]
+fn a_server_over_http_is_reached_with_its_secret_header() {
+    use std::io::BufRead;
+    let upstream_home = tempfile::tempdir().unwrap();
+    let shown = lmcp_ok(upstream_home.path(), &["serve", "--http", "--show-token"]);
+    let token = String::from_utf8_lossy(&shown.stdout).trim().to_string();
+    let mut server = std::process::Command::new(crate::common::bin())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("LMCP_HOME", upstream_home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .trim_end_matches(|c: char| !c.is_alphanumeric())
+        .to_string();
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+
+    let s = Setup::bare(json!({}));
+    let out = lmcp_with_stdin(
+        s.home(),
+        &[
+            "servers",
+            "add",
+            "up",
+            "--url",
+            &url,
+            "--secret-header",
+            "Authorization",
+            "--yes",
+        ],
+        Some(&format!("Bearer {token}\n")),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // the token is a secret: not in the config
+    let config = std::fs::read_to_string(s.home().join("config/config.json")).unwrap();
+    assert!(!config.contains(&token), "{config}");
+    lmcp_ok(s.home(), &["grants", "allow", "mcp__up__calculate"]);
+    let out = json_out(&lmcp_ok(
+        s.home(),
+        &["call", "mcp__up__calculate", "expression=6*7", "--json"],
+    ));
+    assert_eq!(out["result"]["value"], 42, "{out}");
+    // a wrong token is a failed start, said
+    let other = Setup::bare(json!({}));
+    let out = lmcp_with_stdin(
+        other.home(),
+        &[
+            "servers",
+            "add",
+            "up",
+            "--url",
+            &url,
+            "--secret-header",
+            "Authorization",
+            "--yes",
+        ],
+        Some("Bearer wrong\n"),
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    let _ = server.kill();
+    let _ = server.wait();
 }
