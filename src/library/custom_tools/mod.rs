@@ -111,6 +111,7 @@ pub const POLICY: Policy = Policy {
     max_steps: MAX_STEPS,
     unmarked_required: false,
     default_timeout: None,
+    check_literal_calls: true,
 };
 
 /// Checks a definition against the tools registered now.

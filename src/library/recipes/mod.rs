@@ -100,6 +100,7 @@ pub const POLICY: Policy = Policy {
     max_steps: MAX_STEPS,
     unmarked_required: true,
     default_timeout: None,
+    check_literal_calls: true,
 };
 
 fn bad(name: &str, pointer: impl Into<String>, message: impl Into<String>) -> Error {
