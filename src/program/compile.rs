@@ -837,7 +837,10 @@ fn callable_tool(
 ) -> Result<Arc<Tool>, String> {
     let t = registry.get(name).ok_or_else(|| {
         let hint = match registry.did_you_mean(name) {
-            h if h.is_empty() => "; tools/list (`lmcp tools`) lists them".to_string(),
+            h if h.is_empty() => format!(
+                "; {} lists them",
+                crate::text::arg_words::tool("tools/list", "lmcp tools")
+            ),
             h => h,
         };
         format!("there is no tool `{name}`{hint}")
@@ -1058,8 +1061,12 @@ pub fn check_args(
                 return Err((
                     pointer,
                     format!(
-                        "{} (rule `{keyword}`) for `{name}`; its input schema is in tools/list (`lmcp tool show {name}`)",
-                        e.masked()
+                        "{} (rule `{keyword}`) for `{name}`; {} shows its input schema",
+                        e.masked(),
+                        crate::text::arg_words::tool(
+                            "tools/list",
+                            &format!("lmcp tool show {name}")
+                        )
                     ),
                 ));
             }
