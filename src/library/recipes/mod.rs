@@ -23,7 +23,7 @@ mod storage;
 mod tools;
 
 pub use bundle::{export, import};
-pub use storage::{delete, list, save};
+pub use storage::{delete, exists, list, save};
 pub use tools::{Resume, RunReport, register_tools, run};
 
 /// The manifest schema version this lmcp writes and reads.

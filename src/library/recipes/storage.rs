@@ -82,6 +82,12 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
     Ok(stored)
 }
 
+/// Whether a recipe of this name is saved (and readable): saving another under it needs
+/// `replace`.
+pub fn exists(host: &Host, name: &str) -> bool {
+    load(host, name).is_ok()
+}
+
 /// Why a stored recipe that parsed cannot be used as it is: a format this lmcp does not read,
 /// or a name whose file is another (the file name must be the slug of the recipe's name).
 fn fits(stored: &Stored, path: &Path) -> std::result::Result<(), String> {
