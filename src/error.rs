@@ -57,7 +57,7 @@ pub enum Error {
 
     /// The arguments do not match the tool's input schema.
     #[error(
-        "invalid arguments for `{tool}`: {}; its input schema is in tools/list (`lmcp tool show {tool}`)",
+        "invalid arguments for `{tool}`: {}; tools/list (`lmcp tool show {tool}`) shows its input schema",
         join(problems)
     )]
     InvalidArgs {
@@ -318,13 +318,14 @@ impl Error {
         }
     }
 
-    /// The error in the words of a door whose caller gave some arguments as flags: each
-    /// argument its advice names ([`crate::text::arg_words::arg`]) that `flags` maps
-    /// (argument, flag) is said as the flag, so `lmcp recipe import` says `--replace` where
-    /// an MCP client reads `"replace": true`. The failures of programs a call ran (a step, a
-    /// script) keep their words: their arguments were written in the program, not typed.
-    pub fn in_flags(self, flags: &[(&str, &str)]) -> Error {
-        let say = |s: String| crate::text::arg_words::in_flags(&s, flags);
+    /// The error in the words of the door in use ([`crate::text::arg_words::say`]): each
+    /// argument and tool its advice names is said as the door's caller gives it, so `lmcp
+    /// recipe import` says `--replace`, `lmcp call` says `replace=true` and a Lua script reads
+    /// `replace = true` where an MCP client reads `"replace": true`. The failures of programs a
+    /// call ran (a step, a script) keep their words: their arguments were written in the
+    /// program, not given by this caller.
+    pub fn in_words(self, words: crate::text::arg_words::Words<'_>) -> Error {
+        let say = |s: String| crate::text::arg_words::say(&s, words);
         match self {
             Error::Refused(m) => Error::Refused(say(m)),
             Error::Usage(m) => Error::Usage(say(m)),
@@ -376,7 +377,10 @@ impl Error {
 
 fn suggest(names: &[String]) -> String {
     match names {
-        [] => "; tools/list (`lmcp tools`) lists the tools".to_string(),
+        [] => format!(
+            "; {} lists the tools",
+            crate::text::arg_words::tool("tools/list", "lmcp tools")
+        ),
         [one] => format!("; did you mean `{one}`?"),
         many => {
             let quoted: Vec<String> = many.iter().map(|n| format!("`{n}`")).collect();

@@ -14,6 +14,10 @@
 //!   itself; no other file names a way to either stream.
 //! - **Every host-memory charge point is listed.** The files that charge a run's host memory
 //!   budget are exactly those its table in `src/gate/host_memory.rs` names.
+//! - **A sentence does not carry its indentation.** A string literal continued on the next line
+//!   without a `\` keeps the next line's leading spaces, and a message read "describe
+//!   `              `it" (#34). A text laid out line by line opens with `"\` and a newline
+//!   (the REPL's help) and may indent as it likes.
 
 use std::path::{Path, PathBuf};
 
@@ -312,4 +316,126 @@ fn every_host_memory_charge_point_is_listed() {
         "the charge points in src/ and the table in src/gate/host_memory.rs differ: list each \
          file that charges a run's host memory there, with what it holds and why"
     );
+}
+
+/// The 1-based lines of `text` (Rust source) where a string literal goes on to a next line that
+/// starts with six spaces or more without a `\` before the line break (the spaces are in the
+/// string), or holds ten spaces between two words (such a line joined back). Raw strings, and strings that open with `"\` and a newline, are laid out as they
+/// show and are not read.
+fn indented_continuations(text: &str) -> Vec<usize> {
+    let b = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    let line_at = |at: usize| b[..at].iter().filter(|c| **c == b'\n').count() + 1;
+    let word_before =
+        |at: usize| at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_');
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+            }
+            b'\'' => {
+                // a char literal ('a', '\n', '\u{1F600}', '"'), or a lifetime
+                let close = if b.get(i + 1) == Some(&b'\\') {
+                    text[i + 2..].find('\'').map(|e| i + 2 + e)
+                } else {
+                    text[i + 1..].chars().next().and_then(|c| {
+                        let after = i + 1 + c.len_utf8();
+                        (b.get(after) == Some(&b'\'')).then_some(after)
+                    })
+                };
+                i = close.map_or(i + 1, |c| c + 1);
+            }
+            b'r' if !word_before(i) || (i > 0 && b[i - 1] == b'b' && !word_before(i - 1)) => {
+                let mut j = i + 1;
+                while b.get(j) == Some(&b'#') {
+                    j += 1;
+                }
+                if b.get(j) == Some(&b'"') {
+                    let close = format!("\"{}", "#".repeat(j - i - 1));
+                    i = text[j + 1..]
+                        .find(&close)
+                        .map_or(b.len(), |e| j + 1 + e + close.len());
+                } else {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                let block = text[i + 1..].starts_with("\\\n");
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    if b[j] == b'\\' {
+                        j += 2;
+                        continue;
+                    }
+                    let spaces = b[j + 1..].iter().take_while(|c| **c == b' ').count();
+                    // a line break then 6 spaces, or a line joined back with them: 10 spaces
+                    // between two words of a sentence (a table's columns end at a `{}`)
+                    let carried = match b[j] {
+                        b'\n' => spaces >= 6,
+                        c => {
+                            c.is_ascii_lowercase()
+                                && spaces >= 10
+                                && b.get(j + 1 + spaces).is_some_and(u8::is_ascii_lowercase)
+                        }
+                    };
+                    if carried && !block && !found.contains(&line_at(j)) {
+                        found.push(line_at(j));
+                    }
+                    j += 1;
+                }
+                i = j + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    found
+}
+
+#[test]
+fn no_string_carries_the_indentation_of_its_next_line() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut carried = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("house_rules.rs")) {
+        let text = std::fs::read_to_string(file).expect("readable");
+        for line in indented_continuations(&text) {
+            carried.push(format!(
+                "{}:{line}",
+                file.strip_prefix(&src).unwrap_or(file).display()
+            ));
+        }
+    }
+    assert!(
+        carried.is_empty(),
+        "strings that go on to an indented line without `\\` (the spaces are in the text):\n{}",
+        carried.join("\n")
+    );
+}
+
+#[test]
+fn the_continuation_scan_sees_strings_only() {
+    let bad = "let a = \"one and\n            two\";\nlet b = 1;";
+    assert_eq!(indented_continuations(bad), [1]);
+    let joined = "let b = 1;\nlet a = \"describe              it\";";
+    assert_eq!(indented_continuations(joined), [2]);
+    let fine = [
+        "let a = \"one and \\\n            two\";",
+        "let a = r#\"one\n            two\"#;",
+        "let a = br\"one\n            two\";",
+        "const H: &str = \"\\\nUse:\n  /help\n                 this text\";",
+        "// \"a comment\n            x",
+        "let c = '\"'; let d = \"x\";\n            let e = 1;",
+        "fn f<'a>(x: &'a str) -> char { '\\'' }\nlet s = \"\n  short\";",
+    ];
+    for src in fine {
+        assert_eq!(indented_continuations(src), Vec::<usize>::new(), "{src}");
+    }
 }

@@ -60,7 +60,7 @@ pub(super) fn call_arguments(raw: &[String], schema: &Value) -> Result<Value> {
 }
 
 /// Whether an argument is the arguments as a whole: `-`, `@FILE` or a JSON object.
-fn is_whole(arg: &str) -> bool {
+pub(super) fn is_whole(arg: &str) -> bool {
     arg == "-" || arg.starts_with('@') || arg.trim_start().starts_with('{')
 }
 

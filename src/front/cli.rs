@@ -521,7 +521,7 @@ pub fn main() -> ExitCode {
                     false,
                 ));
             } else {
-                errln!("error: {}", shown(&e.to_string()));
+                errln!("error: {}", shown(&super::door::for_people(&e.to_string())));
             }
             ExitCode::from(e.exit_code())
         }

@@ -14,6 +14,7 @@ use crate::gate::{
     Confirmer, NoPerson, Origin, Outcome, TtyPrompt,
 };
 use crate::host::Host;
+use crate::text::arg_words::Words;
 use crate::text::terminal::Stream;
 
 /// The largest input read from a file or stdin, in bytes (`limits.input_mb`, set at start).
@@ -158,9 +159,9 @@ pub(crate) async fn gated_within(
 }
 
 /// The arguments the subcommands give as flags, by tool: advice naming one of them (pass
-/// `"replace": true`) says the flag the person typed (`--replace`) instead. Only calls a
-/// subcommand builds from flags are rewritten (`gated*`, [`call_tool`]); `lmcp call`, where
-/// the person writes the JSON, keeps the arguments' words.
+/// `"replace": true`) says the flag the person typed (`--replace`) instead. Calls a subcommand
+/// builds from flags are said so (`gated*`, [`call_tool`]); `lmcp call` says the arguments as
+/// its pairs, or as JSON where the person wrote JSON ([`crate::text::arg_words::Words`]).
 const FLAGS: &[(&str, &[(&str, &str)])] = &[
     ("recipe_save", &[("replace", "--replace")]),
     ("recipe_import", &[("replace", "--replace")]),
@@ -179,18 +180,32 @@ const FLAGS: &[(&str, &[(&str, &str)])] = &[
 
 /// A subcommand's outcome in the command line's words (see [`FLAGS`]).
 fn in_flags(tool: &str, outcome: Outcome) -> Outcome {
-    let Some((_, flags)) = FLAGS.iter().find(|(t, _)| *t == tool) else {
-        return outcome;
-    };
+    let flags = FLAGS
+        .iter()
+        .find(|(t, _)| *t == tool)
+        .map_or(&[][..], |(_, f)| f);
+    in_words(
+        outcome,
+        Words::Cli {
+            flags,
+            pairs: false,
+        },
+    )
+}
+
+/// An outcome's refusal or failure in `words`: what the door in use says to its caller
+/// ([`Error::in_words`]).
+pub(crate) fn in_words(outcome: Outcome, words: Words<'_>) -> Outcome {
+    let say = |reason: String| crate::text::arg_words::say(&reason, words);
     match outcome {
-        Outcome::Failed(e) => Outcome::Failed(e.in_flags(flags)),
+        Outcome::Failed(e) => Outcome::Failed(e.in_words(words)),
         Outcome::Denied { tool, reason } => Outcome::Denied {
             tool,
-            reason: crate::text::arg_words::in_flags(&reason, flags),
+            reason: say(reason),
         },
         Outcome::NeedsConfirmation { tool, reason } => Outcome::NeedsConfirmation {
             tool,
-            reason: crate::text::arg_words::in_flags(&reason, flags),
+            reason: say(reason),
         },
         other => other,
     }
@@ -351,8 +366,15 @@ pub(crate) fn render_outcome(outcome: &Outcome, json: bool) {
                 shown(reason)
             )
         }
-        Outcome::Failed(e) => errln!("error: {}", shown(&e.to_string())),
+        Outcome::Failed(e) => errln!("error: {}", shown(&for_people(&e.to_string()))),
     }
+}
+
+/// An error's text as the command line says it to people: a tool named with its command
+/// (`skill_list (`lmcp skill list`)`) said as the command. Errors whose text is made as they
+/// are shown (an unknown tool's suggestions) are said so here, where the command line prints.
+pub(crate) fn for_people(text: &str) -> String {
+    crate::text::arg_words::say(text, Words::COMMAND_LINE)
 }
 
 /// A message for people: lines kept, anything that could rewrite the terminal escaped.

@@ -29,6 +29,7 @@ use crate::gate::{CallContext, ConfirmMode, Confirmer, NoPerson, Origin, TtyProm
 use crate::host::Host;
 use crate::registry::Profile;
 use crate::script::{Output, Vm, VmOptions};
+use crate::text::arg_words::Words;
 
 use super::keep::{Chunk, Kept};
 use super::session_scope::SessionScope;
@@ -61,7 +62,7 @@ pub enum Meta {
     Drop(Vec<usize>),
     /// `/params` (show) or `/params NAME...` (mark).
     Params(Vec<String>),
-    /// `/save recipe|tool NAME [-o FILE] [DESCRIPTION]`
+    /// `/save recipe|tool NAME [-o FILE] [--replace] [DESCRIPTION]`
     Save(Save),
     /// `/quit` or `/exit`
     Quit,
@@ -78,7 +79,7 @@ pub enum SaveAs {
     Tool,
 }
 
-/// `/save recipe|tool NAME [-o FILE] [DESCRIPTION]`.
+/// `/save recipe|tool NAME [-o FILE] [--replace] [DESCRIPTION]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Save {
     /// Recipe or tool.
@@ -87,12 +88,24 @@ pub struct Save {
     pub name: String,
     /// `-o FILE`: write the `.lua` there instead of saving it.
     pub file: Option<std::path::PathBuf>,
+    /// `--replace`: save over a program of the same name (without it, `/save` asks).
+    pub replace: bool,
     /// The description given on the line; asked for when absent.
     pub description: Option<String>,
 }
 
 const SAVE_USAGE: &str = "use /save recipe NAME or /save tool user_NAME, then optionally \
-                          -o FILE.lua and a description";
+                          -o FILE.lua, --replace and a description";
+
+impl SaveAs {
+    /// The word `/save` takes for it.
+    fn word(self) -> &'static str {
+        match self {
+            SaveAs::Recipe => "recipe",
+            SaveAs::Tool => "tool",
+        }
+    }
+}
 
 fn parse_save(rest: &str) -> Meta {
     let mut words = rest.split_whitespace();
@@ -105,22 +118,34 @@ fn parse_save(rest: &str) -> Meta {
         return Meta::Bad(SAVE_USAGE.into());
     };
     let mut file = None;
+    let mut replace = false;
     let mut words: Vec<&str> = words.collect();
-    if words.first() == Some(&"-o") {
-        match words
-            .get(1)
-            .filter(|f| !f.starts_with('-') && !matches!(**f, "\"\"" | "''"))
-        {
-            Some(f) => file = Some(std::path::PathBuf::from(f)),
-            None => return Meta::Bad("-o needs a file name, like -o tried.lua".into()),
+    // the options, in any order, before the description
+    loop {
+        match words.first() {
+            Some(&"-o") if file.is_none() => {
+                match words
+                    .get(1)
+                    .filter(|f| !f.starts_with('-') && !matches!(**f, "\"\"" | "''"))
+                {
+                    Some(f) => file = Some(std::path::PathBuf::from(f)),
+                    None => return Meta::Bad("-o needs a file name, like -o tried.lua".into()),
+                }
+                words.drain(..2);
+            }
+            Some(&"--replace") if !replace => {
+                replace = true;
+                words.remove(0);
+            }
+            _ => break,
         }
-        words.drain(..2);
     }
     let description = (!words.is_empty()).then(|| words.join(" "));
     Meta::Save(Save {
         kind,
         name: name.to_string(),
         file,
+        replace,
         description,
     })
 }
@@ -194,9 +219,10 @@ Commands:
   /history            the chunks kept so far (those that ran without error)
   /drop N...          leave these chunks out
   /params [NAME...]   lift `local NAME = <literal>` lines into parameters (clear: none)
-  /save recipe NAME [-o FILE] [DESCRIPTION]
-  /save tool user_NAME [-o FILE] [DESCRIPTION]
-                      the kept chunks as one Lua program, shown, then saved (or written to FILE)
+  /save recipe NAME [-o FILE] [--replace] [DESCRIPTION]
+  /save tool user_NAME [-o FILE] [--replace] [DESCRIPTION]
+                      the kept chunks as one Lua program, shown, then saved (or written to FILE);
+                      one of the same name is replaced if you say so (asked, or --replace)
   /quit               leave (or Ctrl-D)
 Tab completes globals and locals, tools.NAME, argument names inside tools.NAME{...} and\nmodule names in require(\"...\"); a second Tab lists the candidates.
 Ctrl-C stops a running chunk; a line ending early continues on the next (>>).";
@@ -572,6 +598,30 @@ impl Session {
                 "nothing to save: no chunk has run without error in this session".into(),
             ));
         }
+        if save.kind == SaveAs::Tool
+            && let Err(why) = crate::library::custom_tools::check_name(&save.name)
+        {
+            return Err(Error::Usage(format!(
+                "nothing was saved: `{}` cannot name a tool: {why}",
+                crate::text::escape_controls(&save.name)
+            )));
+        }
+        let again = format!("/save {} {} --replace", save.kind.word(), save.name);
+        let mut replace = save.replace;
+        if !replace && save.file.is_none() && self.exists(save.kind, &save.name) {
+            let what = match save.kind {
+                SaveAs::Recipe => format!("a recipe named \"{}\"", save.name),
+                SaveAs::Tool => format!("the tool {}", save.name),
+            };
+            let answer = ask(&format!("{what} exists; replace it? [y/N] ")).unwrap_or_default();
+            if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+                return Err(Error::Usage(format!(
+                    "nothing was saved: {what} exists; `{again}` replaces it, or choose \
+                     another name"
+                )));
+            }
+            replace = true;
+        }
         let description = match save.description {
             Some(d) => d,
             None => {
@@ -587,7 +637,7 @@ impl Session {
         );
         let chunk = format!("{}.lua", save.name);
         // the same checks as a file given to `lmcp recipe save` / `lmcp tool create`
-        let (tool, args) = match save.kind {
+        let (tool, mut args) = match save.kind {
             SaveAs::Recipe => (
                 "recipe_save",
                 serde_json::json!({"manifest": super::recipe::lua_manifest(&text, &chunk, &chunk)?}),
@@ -600,6 +650,9 @@ impl Session {
         if let Some(file) = save.file {
             return self.write_program(save.kind, &file, &text, &args);
         }
+        if replace {
+            args["replace"] = Json::Bool(true);
+        }
         let ctx = self.context();
         let _finished = Finished(&self.current);
         let outcome = self.handle.block_on(
@@ -610,7 +663,16 @@ impl Session {
             outln!("previewed, not saved (/confirm preview): /confirm ask, then /save again");
             return Ok(());
         }
-        outcome.into_result()?;
+        // `replace` is said the way /save takes it
+        let flags = [("replace", again.as_str())];
+        super::door::in_words(
+            outcome,
+            Words::Cli {
+                flags: &flags,
+                pairs: false,
+            },
+        )
+        .into_result()?;
         match save.kind {
             SaveAs::Recipe => outln!(
                 "saved the recipe \"{}\"; run it with `lmcp recipe run {} --yes`",
@@ -625,6 +687,14 @@ impl Session {
             ),
         }
         Ok(())
+    }
+
+    /// Whether a program `/save` would make is saved under `name` already.
+    fn exists(&self, kind: SaveAs, name: &str) -> bool {
+        match kind {
+            SaveAs::Recipe => crate::library::recipes::exists(&self.host, name),
+            SaveAs::Tool => self.host.registry().get(name).is_some(),
+        }
     }
 
     /// `/save ... -o FILE`: the program checked as saving would check it, then written to a new
@@ -784,13 +854,15 @@ fn description_from(answer: Option<String>) -> Result<String> {
     let answer = answer.trim();
     if answer.is_empty() {
         return Err(Error::Usage(
-            "nothing was saved: a saved program needs a description; /save again and describe              it, or give it at the end of the /save line"
+            "nothing was saved: a saved program needs a description; /save again and describe \
+             it, or give it at the end of the /save line"
                 .into(),
         ));
     }
     if answer.starts_with('/') {
         return Err(Error::Usage(format!(
-            "nothing was saved: `{answer}` is a command, not a description; /save again and              describe the program"
+            "nothing was saved: `{answer}` is a command, not a description; /save again and \
+             describe the program"
         )));
     }
     Ok(answer.to_string())
@@ -973,6 +1045,7 @@ mod tests {
                 kind: SaveAs::Tool,
                 name: "user_x".into(),
                 file: Some("out.lua".into()),
+                replace: false,
                 description: Some("Adds two".into()),
             }))
         );
@@ -982,9 +1055,27 @@ mod tests {
                 kind: SaveAs::Recipe,
                 name: "r".into(),
                 file: None,
+                replace: false,
                 description: None,
             }))
         );
+        // --replace, before or after -o, and not once the description began
+        for line in [
+            "/save recipe r --replace -o f.lua Adds --replace",
+            "/save recipe r -o f.lua --replace Adds --replace",
+        ] {
+            assert_eq!(
+                parse_line(line),
+                Input::Meta(Meta::Save(Save {
+                    kind: SaveAs::Recipe,
+                    name: "r".into(),
+                    file: Some("f.lua".into()),
+                    replace: true,
+                    description: Some("Adds --replace".into()),
+                })),
+                "{line}"
+            );
+        }
         for bad in [
             "/save",
             "/save thing x",
@@ -1043,6 +1134,8 @@ mod tests {
         ] {
             let e = description_from(refused.clone()).unwrap_err().to_string();
             assert!(e.contains("nothing was saved"), "{refused:?}: {e}");
+            // a string continued on the next line without `\` kept its indentation (#34)
+            assert!(!e.contains("  "), "{refused:?}: {e}");
         }
     }
 

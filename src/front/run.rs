@@ -32,6 +32,7 @@ pub const SCRIPT_POLICY: Policy = Policy {
     max_steps: 0,
     unmarked_required: false,
     default_timeout: None,
+    check_literal_calls: true,
 };
 
 /// The script of a run: its source, its chunk name (for messages, never a host path) and the

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::gate::{CallContext, CallRequest, ConfirmMode, Confirmer, NoPerson, Origin};
 use crate::host::Host;
 use crate::registry::{Availability, Profile};
+use crate::text::arg_words::Words;
 
 pub(super) fn availability_text(a: &Availability) -> String {
     match a {
@@ -222,6 +223,9 @@ pub(super) async fn call(host: &Arc<Host>, args: CallArgs, json: bool) -> Result
     }
     cancel_on_ctrl_c(&ctx);
     let outcome = host.call(CallRequest::new(args.name, arguments, ctx)).await;
+    // advice names arguments as the person gave them: KEY=VALUE pairs, or JSON
+    let pairs = !matches!(args.args.as_slice(), [one] if super::call_args::is_whole(one));
+    let outcome = super::door::in_words(outcome, Words::Cli { flags: &[], pairs });
     render_outcome(&outcome, json);
     Ok(outcome.exit_code())
 }

@@ -116,6 +116,11 @@ pub struct Policy {
     /// The timeout when neither the source nor the header gives one (`None`: the configured
     /// Lua timeout, at run time).
     pub default_timeout: Option<Duration>,
+    /// Whether compiling a saved Lua body checks the tools it calls by literal name against
+    /// its capabilities ([`check_literal_calls`]). `false` for a skill's scripts, which are
+    /// checked as a package: a module runs under the `---@uses` of the scripts that require
+    /// it, so each script is checked with the modules it requires.
+    pub check_literal_calls: bool,
 }
 
 /// A program in neutral form: what each library makes of its stored format.
@@ -582,12 +587,21 @@ fn compile_lua_body(
         (None, Intent::Save) => Capabilities::ReadOnly,
         (None, Intent::RunNow) => Capabilities::Unrestricted,
     };
-    if policy.intent == Intent::Save {
-        check_calls_are_listed(text, chunk, &header, &capabilities, policy, registry)?;
-    }
     // Compiled now for every intent: a script that does not compile is refused before
     // anything about its run (a journal, a question) begins.
     compile_lua(text, chunk).map_err(|m| Problem::at(source.lua_at.clone(), m))?;
+    if policy.intent == Intent::Save && policy.check_literal_calls {
+        check_literal_calls(
+            &Runs {
+                chunk,
+                text,
+                capabilities: &capabilities,
+            },
+            &[],
+            policy,
+            registry,
+        )?;
+    }
     let description = if source.description.is_empty() {
         header.description.clone().unwrap_or_default()
     } else {
@@ -608,68 +622,149 @@ fn compile_lua_body(
     })
 }
 
-/// Refuses a saved Lua program that calls a state-changing tool by literal name (`tools.NAME`,
-/// `tools["NAME"]`) its capabilities do not allow: every run would have that call refused,
-/// and inside a `pcall` the refusal is only a warning, so the program "works" and loses its
-/// writes (#34). The message names the tools and the whole `---@uses` line that allows them
-/// (with the tools the program already names, read ones too, since a `---@uses` list is
-/// exact). Names built at run time are not seen; the gate still decides every call.
-fn check_calls_are_listed(
-    text: &str,
-    chunk: &str,
-    header: &Header,
-    capabilities: &Capabilities,
+/// A saved Lua program as [`check_literal_calls`] reads it: its chunk name, its text and what
+/// it may call.
+#[derive(Debug, Clone, Copy)]
+pub struct Runs<'a> {
+    /// Its chunk name (`main.lua`).
+    pub chunk: &'a str,
+    /// Its source.
+    pub text: &'a str,
+    /// What it may call: its `---@uses` list ([`Capabilities::Tools`]), or read tools only.
+    pub capabilities: &'a Capabilities,
+}
+
+/// Refuses a saved Lua program that calls by literal name (`tools.NAME`, `tools["NAME"]`,
+/// see [`crate::script::literal`]) a tool its capabilities do not allow: every run would have
+/// that call refused, and inside a `pcall` the refusal is only a warning, so the program
+/// "works" and loses its writes (#34). With a `---@uses` line the program may call exactly
+/// what it lists, so every tool missing from it is named, read tools too; without one it may
+/// call read tools, and only the state-changing ones are. `modules` are the (chunk, text) of
+/// the modules the program `require`s (a skill's scripts): a module runs under the
+/// `---@uses` of the script that requires it, so its calls are judged by that script's, and
+/// the message says whose line to extend. The message names the tools and the whole
+/// `---@uses` line that allows them (with the tools the program already names, read ones
+/// too, since a `---@uses` list is exact). Names built at run time are not seen; the gate
+/// still decides every call.
+pub fn check_literal_calls(
+    program: &Runs<'_>,
+    modules: &[(&str, &str)],
     policy: &Policy,
     registry: &Registry,
 ) -> Result<(), Problem> {
-    let called: Vec<(crate::script::literal::Named, Arc<Tool>)> =
-        crate::script::literal::tools_called(text)
-            .into_iter()
-            .filter_map(|n| registry.get(&n.name).map(|t| (n, t)))
-            .collect();
-    let missing: Vec<&(crate::script::literal::Named, Arc<Tool>)> = called
+    use crate::script::literal::{Named, tools_called};
+    let capabilities = program.capabilities;
+    let uses = match capabilities {
+        Capabilities::Tools(list) => Some(list),
+        _ => None,
+    };
+    // (chunk, module text or None for the program's own, the call, the tool)
+    let mut called: Vec<(&str, Option<&str>, Named, Arc<Tool>)> = Vec::new();
+    let texts = std::iter::once((program.chunk, program.text, false))
+        .chain(modules.iter().map(|(c, t)| (*c, *t, true)));
+    for (chunk, text, module) in texts {
+        for n in tools_called(text) {
+            if let Some(t) = registry.get(&n.name) {
+                called.push((chunk, module.then_some(text), n, t));
+            }
+        }
+    }
+    let missing: Vec<&(&str, Option<&str>, Named, Arc<Tool>)> = called
         .iter()
-        .filter(|(_, t)| t.spec().effect.changes_state() && !capabilities.allows(t.spec()))
+        .filter(|(_, _, _, t)| {
+            !capabilities.allows(t.spec()) && (uses.is_some() || t.spec().effect.changes_state())
+        })
         .collect();
-    let Some((first, _)) = missing.first() else {
+    let Some((at_chunk, _, first, _)) = missing.first() else {
         return Ok(());
     };
-    let mut line = header.uses.clone().unwrap_or_default();
-    for (n, t) in &called {
-        let needed = header.uses.is_none() || !capabilities.allows(t.spec());
+    let mut line: Vec<String> = uses.cloned().unwrap_or_default();
+    for (_, _, n, t) in &called {
+        let needed = uses.is_none() || !capabilities.allows(t.spec());
         if needed && !line.contains(&n.name) {
             line.push(n.name.clone());
         }
     }
-    let names: Vec<String> = missing
-        .iter()
-        .map(|(n, t)| format!("`{}` ({})", n.name, t.spec().effect))
-        .collect();
-    let (it, them) = if missing.len() == 1 {
+    let mut names: Vec<String> = Vec::new();
+    for (_, _, n, t) in &missing {
+        let said = format!("`{}` ({})", n.name, t.spec().effect);
+        if !names.contains(&said) {
+            names.push(said);
+        }
+    }
+    let (it, them) = if names.len() == 1 {
         ("it", "the call")
     } else {
         ("they", "those calls")
     };
-    let why = match &header.uses {
-        None => format!(
+    let line = line.join(", ");
+    let by_module = missing.iter().any(|(_, m, _, _)| m.is_some());
+    let why = match (uses, by_module) {
+        (None, false) => format!(
             "without `---@uses` a saved {} may call read tools only, so {them} would be refused \
-             at every run; add `---@uses {}` to its header",
-            policy.what,
-            line.join(", ")
+             at every run; add `---@uses {line}` to its header",
+            policy.what
         ),
-        Some(_) => format!(
+        (Some(_), false) => format!(
             "its `---@uses` does not list {it}, so {them} would be refused at every run; make \
-             the line `---@uses {}`",
-            line.join(", ")
+             the line `---@uses {line}`"
         ),
+        // A module's calls are its requirer's: name the script whose line to extend.
+        (uses, true) => {
+            let main = program.chunk;
+            let modules: Vec<&str> = missing
+                .iter()
+                .filter(|(_, m, _, _)| m.is_some())
+                .map(|(c, _, _, _)| *c)
+                .fold(Vec::new(), |mut v, c| {
+                    if !v.contains(&c) {
+                        v.push(c);
+                    }
+                    v
+                });
+            let (module, runs) = if modules.len() == 1 {
+                (format!("{} is a module", modules[0]), "it runs")
+            } else {
+                (
+                    format!("{} are modules", and_list_str(&modules)),
+                    "they run",
+                )
+            };
+            let own = missing
+                .iter()
+                .filter_map(|(c, m, _, _)| m.map(|text| (c, text)))
+                .any(|(c, text)| Header::parse(text, c).is_ok_and(|h| h.uses.is_some()));
+            let own = if own {
+                " (a module's own `---@uses` does not count)"
+            } else {
+                ""
+            };
+            match uses {
+                None => format!(
+                    "{module} {main} requires, so {runs} under {main}'s `---@uses`; without one \
+                     {main} may call read tools only, and {them} would be refused at every run; \
+                     add `---@uses {line}` to {main}'s header{own}"
+                ),
+                Some(_) => format!(
+                    "{module} {main} requires, so {runs} under {main}'s `---@uses`, which does \
+                     not list {it}, and {them} would be refused at every run; make {main}'s line \
+                     `---@uses {line}`{own}"
+                ),
+            }
+        }
     };
     Err(Problem {
         at: Location::Line {
-            chunk: chunk.to_string(),
+            chunk: at_chunk.to_string(),
             line: first.line,
         },
         message: format!("calls {}: {why}", and_list(&names)),
     })
+}
+
+/// [`and_list`] of borrowed text.
+fn and_list_str(items: &[&str]) -> String {
+    and_list(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>())
 }
 
 /// `a`, `a and b`, `a, b and c`.
@@ -742,7 +837,10 @@ fn callable_tool(
 ) -> Result<Arc<Tool>, String> {
     let t = registry.get(name).ok_or_else(|| {
         let hint = match registry.did_you_mean(name) {
-            h if h.is_empty() => "; tools/list (`lmcp tools`) lists them".to_string(),
+            h if h.is_empty() => format!(
+                "; {} lists them",
+                crate::text::arg_words::tool("tools/list", "lmcp tools")
+            ),
             h => h,
         };
         format!("there is no tool `{name}`{hint}")
@@ -963,8 +1061,12 @@ pub fn check_args(
                 return Err((
                     pointer,
                     format!(
-                        "{} (rule `{keyword}`) for `{name}`; its input schema is in tools/list (`lmcp tool show {name}`)",
-                        e.masked()
+                        "{} (rule `{keyword}`) for `{name}`; {} shows its input schema",
+                        e.masked(),
+                        crate::text::arg_words::tool(
+                            "tools/list",
+                            &format!("lmcp tool show {name}")
+                        )
                     ),
                 ));
             }

@@ -197,9 +197,10 @@ pub async fn run(
             if now != expected {
                 return Err(Error::Refused(format!(
                     "the plan changed since it was approved (approved {}, now {}); nothing ran. \
-                     Run it without confirm to see the new plan",
+                     Run it without {} to see the new plan",
                     short(&expected),
-                    short(&now)
+                    short(&now),
+                    crate::text::arg_words::arg("confirm", "true")
                 )));
             }
             let plan = Plan::expecting(parent, check.entries());

@@ -21,6 +21,7 @@ use super::vm::RunState;
 #[cfg(doc)]
 use crate::gate::Caller;
 use crate::gate::{CallRequest, Outcome};
+use crate::text::arg_words::{Words, say};
 
 /// Runs a call from the Lua thread (never a runtime thread) to its end: polled once in the
 /// runtime's context first, since most calls finish at once and need no parking, then, if it
@@ -98,14 +99,19 @@ pub(super) fn call_tool(
             s.keep_preview(p)?;
             Ok((true, v))
         }
-        Outcome::Denied { reason, .. } => fail("denied", &format!("`{name}` was denied: {reason}")),
+        // A script gives arguments as a Lua table: advice says them so (`overwrite = true`).
+        Outcome::Denied { reason, .. } => fail(
+            "denied",
+            &format!("`{name}` was denied: {}", say(&reason, Words::Lua)),
+        ),
         Outcome::NeedsConfirmation { reason, .. } => fail(
             "needs_confirmation",
-            &format!("`{name}` needs confirmation: {reason}"),
+            &format!("`{name}` needs confirmation: {}", say(&reason, Words::Lua)),
         ),
         Outcome::Failed(e) => {
             // An interrupted run must stop, not hand the script a catchable tool error.
             s.check()?;
+            let e = e.in_words(Words::Lua);
             let t = error_table(lua, e.caller_class(), &e.to_string(), name)?;
             if let Some(d) = e.details() {
                 // The completed steps of a failed program: a script can inspect side effects.

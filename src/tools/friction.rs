@@ -161,7 +161,10 @@ pub fn handler_fn() -> Handler {
                 enqueue(&host, r)?;
                 Ok(json!({
                     "status": "queued",
-                    "reason": format!("the endpoint could not be reached ({why}); friction_flush (`lmcp friction flush`) retries"),
+                    "reason": format!(
+                        "the endpoint could not be reached ({why}); {} retries",
+                        crate::text::arg_words::tool("friction_flush", "lmcp friction flush")
+                    ),
                     "payload": payload,
                 }))
             }

@@ -598,3 +598,84 @@ fn errors_name_the_flags_a_cli_user_types() {
     let t = text(&lmcp(h, &["call", "recipe_save", &call, "--yes"]));
     assert!(t.contains("pass `\"replace\": true`"), "{t}");
 }
+
+/// Each door says the arguments and tools its advice names the way its caller gives them
+/// (#34): `lmcp call` with KEY=VALUE pairs says `overwrite=true`, a subcommand its flag
+/// (`--yes`), a Lua script `overwrite = true`, MCP `"overwrite": true`; on the command line a
+/// tool that helps next is said as its command (`lmcp skill list`), not as `skill_list`.
+#[test]
+fn each_door_says_arguments_and_tools_in_its_own_words() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let write = ["call", "write_file", "path=z", "content=1", "--yes"];
+    lmcp_ok(h, &write);
+    let t = text(&lmcp(h, &write));
+    assert!(
+        t.contains("exists; pass `overwrite=true` to replace it"),
+        "{t}"
+    );
+    let t = text(&lmcp(
+        h,
+        &[
+            "call",
+            "write_file",
+            r#"{"path": "z", "content": "1"}"#,
+            "--yes",
+        ],
+    ));
+    assert!(t.contains("pass `\"overwrite\": true`"), "{t}");
+    let t = text(&lmcp(
+        h,
+        &[
+            "run",
+            "-e",
+            "return tools.write_file{path = 'z', content = '1'}",
+            "--yes",
+        ],
+    ));
+    assert!(t.contains("pass `overwrite = true`"), "{t}");
+    let manifest = h.join("r.json");
+    std::fs::write(
+        &manifest,
+        r#"{"name": "r", "steps": [{"tool": "get_datetime", "args": {}}]}"#,
+    )
+    .unwrap();
+    let pair = format!("manifest=@{}", manifest.display());
+    lmcp_ok(h, &["call", "recipe_save", &pair, "--yes"]);
+    let t = text(&lmcp(h, &["call", "recipe_save", &pair, "--yes"]));
+    assert!(t.contains("pass `replace=true` to replace it"), "{t}");
+    let zeros = "0".repeat(64);
+    let t = text(&lmcp(
+        h,
+        &["recipe", "run", "r", "--yes", "--plan-hash", &zeros],
+    ));
+    assert!(
+        t.contains("nothing ran. Run it without `--yes` to see the new plan"),
+        "{t}"
+    );
+    for (args, says) in [
+        (
+            &["tool", "show", "nope"][..],
+            "; `lmcp tools` lists the tools",
+        ),
+        (&["call", "nope"], "; `lmcp tools` lists the tools"),
+        (
+            &["skill", "call", "nope", "x"],
+            "; `lmcp skill list` lists them",
+        ),
+        (
+            &["recipe", "run", "nope"],
+            "; `lmcp recipe list` lists them",
+        ),
+        (
+            &["call", "calculate", "nope=1"],
+            "; `lmcp tool show calculate` shows its input schema",
+        ),
+    ] {
+        let t = text(&lmcp(h, args));
+        assert!(
+            t.contains(says) && !t.contains("_list") && !t.contains("tools/list"),
+            "{args:?}: {t}"
+        );
+    }
+}

@@ -523,6 +523,72 @@ async fn a_lua_recipe_must_list_the_writes_it_calls() {
     assert!(err.contains("add `---@uses calculate, write_file"), "{err}");
 }
 
+/// With `---@uses`, a program may call exactly what it lists: a read tool missing from the
+/// line is refused at save like a write (`---@uses write_file` with `tools.calculate` saved,
+/// then failed at every run); without it, reads stay allowed. Every literal spelling of a
+/// tool's name counts, and a `tools` of the chunk's own, or a reference never called, does
+/// not (#34).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uses_line_is_exact_and_every_spelling_counts() {
+    let t = TestHost::new();
+    let e = save(
+        &t,
+        json!({"name": "u1", "lua": "---@uses write_file\nlocal n = tools.calculate{expression = '1'}.value\n\
+                                     tools.write_file{path = 'a', content = 'b'}\nreturn n"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.contains("u1.lua:2: calls `calculate` (read): its `---@uses` does not list it")
+            && e.contains("make the line `---@uses write_file, calculate`"),
+        "{e}"
+    );
+    save(
+        &t,
+        json!({"name": "u2", "lua": "return tools.calculate{expression = '1'}.value"}),
+    )
+    .await
+    .unwrap();
+    let spellings = [
+        "tools[ [[write_file]] ]{}",
+        "tools[ [==[write_file]==] ]{}",
+        "tools[\"\\119rite_file\"]{}",
+        "tools[\"\\x77rite_file\"]{}",
+        "tools[\"\\u{77}rite_file\"]{}",
+        "_ENV.tools.write_file{}",
+        "_G.tools.write_file{}",
+        "(tools).write_file{}",
+        "tools[(\"write_file\")]{}",
+    ];
+    for (i, call) in spellings.iter().enumerate() {
+        let e = save(
+            &t,
+            json!({"name": format!("s{i}"), "lua": format!("{call}\nreturn 1")}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.contains("calls `write_file` (write)") && e.contains("add `---@uses write_file`"),
+            "{call}: {e}"
+        );
+    }
+    for (i, lua) in [
+        "local tools = {write_file = function() return 7 end}\nreturn tools.write_file()",
+        "return tools.write_file ~= nil",
+    ]
+    .iter()
+    .enumerate()
+    {
+        save(&t, json!({"name": format!("n{i}"), "lua": lua}))
+            .await
+            .unwrap_or_else(|e| panic!("{lua}: {e}"));
+    }
+    let r = run(&t, json!({"name": "n0", "confirm": true}))
+        .await
+        .unwrap();
+    assert_eq!(r["result"], 7, "{r}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lua_recipes_plan_and_run() {
     let t = TestHost::new();

@@ -495,3 +495,70 @@ fn locals_tab_lists_pretty_results_and_a_described_save() {
     ));
     assert_eq!(out["result"], 26, "{text}\n{out}");
 }
+
+/// `/save` to a name that is taken asks whether to replace it (or takes `--replace`); it told
+/// people to pass `"replace": true`, which `/save` had no way to do. A tool name `/save` cannot
+/// use is said plainly, not as a schema error (#34).
+#[test]
+fn save_over_a_taken_name_asks_and_a_bad_tool_name_is_plain() {
+    let home = tempfile::tempdir().unwrap();
+    let mut p = repl(home.path());
+    let main = "lmcp> ";
+    cmd(&mut p, "n = 6", "", main);
+    cmd(&mut p, "n + 1", "7", main);
+    cmd(
+        &mut p,
+        "/save tool Sevens Adds one",
+        "nothing was saved: `Sevens` cannot name a tool: the name must start with `user_`",
+        main,
+    );
+    cmd(&mut p, "/save recipe twice Adds one", "", "Allow? [y/N]");
+    cmd(&mut p, "y", "saved the recipe \"twice\"", main);
+    // taken: asked; no keeps it and says how to replace
+    cmd(
+        &mut p,
+        "/save recipe twice Adds one",
+        "",
+        "a recipe named \"twice\" exists; replace it? [y/N]",
+    );
+    cmd(
+        &mut p,
+        "",
+        "nothing was saved: a recipe named \"twice\" exists; `/save recipe twice --replace` \
+         replaces it",
+        main,
+    );
+    cmd(
+        &mut p,
+        "/save recipe twice Adds one",
+        "",
+        "replace it? [y/N]",
+    );
+    cmd(&mut p, "y", "", "Allow? [y/N]");
+    cmd(&mut p, "y", "saved the recipe \"twice\"", main);
+    cmd(
+        &mut p,
+        "/save recipe twice --replace Adds one",
+        "",
+        "Allow? [y/N]",
+    );
+    cmd(&mut p, "y", "saved the recipe \"twice\"", main);
+    // a tool too
+    cmd(
+        &mut p,
+        "/save tool user_sevens Adds one",
+        "",
+        "Allow? [y/N]",
+    );
+    cmd(&mut p, "y", "saved the tool user_sevens", main);
+    cmd(
+        &mut p,
+        "/save tool user_sevens Adds one",
+        "",
+        "the tool user_sevens exists; replace it? [y/N]",
+    );
+    cmd(&mut p, "yes", "", "Allow? [y/N]");
+    cmd(&mut p, "y", "saved the tool user_sevens", main);
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

@@ -480,6 +480,146 @@ fn a_required_helper_is_a_module_not_a_tool() {
     );
 }
 
+/// Writes a skill folder `name` under `h` with these scripts; its path.
+fn skill_dir(h: &std::path::Path, name: &str, scripts: &[(&str, &str)]) -> std::path::PathBuf {
+    let dir = h.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: t\n---\nP\n"),
+    )
+    .unwrap();
+    for (file, code) in scripts {
+        std::fs::write(dir.join("scripts").join(file), code).unwrap();
+    }
+    dir
+}
+
+/// A module runs under the `---@uses` of the script that requires it, so its literal calls are
+/// judged by that script's line (#34): a main.lua with `---@uses write_file` whose module calls
+/// `tools.write_file` installs and writes, and a module whose requirer does not list the tool
+/// is refused naming the requirer whose line to extend (the advice once was to give the module
+/// its own `---@uses`, which installed a skill whose every run was refused).
+#[test]
+fn a_module_is_judged_by_the_uses_of_its_requirer() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let module =
+        "return {go = function() return tools.write_file{path = 'a.txt', content = 'b'} end}\n";
+    let good = skill_dir(
+        h,
+        "x1s",
+        &[
+            (
+                "main.lua",
+                "---@param a? string\n---@uses write_file\nreturn require(\"m\").go()\n",
+            ),
+            ("m.lua", module),
+        ],
+    );
+    let out = lmcp(h, &["skill", "install", good.to_str().unwrap(), "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = lmcp(h, &["skill", "call", "x1s", "main", "--yes", "--json"]);
+    assert_eq!(
+        json_out(&out)["result"]["bytes"],
+        1,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // the requirer without ---@uses: named, with the line to add; the module's own does not count
+    let cases = [
+        (
+            "---@param a? string\nreturn require('m').go()\n",
+            format!("---@uses write_file\n{module}"),
+            "m.lua:2: calls `write_file` (write): m.lua is a module main.lua requires, so it runs \
+             under main.lua's `---@uses`; without one main.lua may call read tools only",
+            "add `---@uses write_file` to main.lua's header (a module's own `---@uses` does not count)",
+        ),
+        (
+            // through another module, and pcall(require, ...) requires too
+            "---@uses calculate\nlocal ok, n = pcall(require, 'n')\nreturn n.go()\n",
+            "return require('m')\n".to_string(),
+            "m.lua:1: calls `write_file` (write): m.lua is a module main.lua requires, so it runs \
+             under main.lua's `---@uses`, which does not list it",
+            "make main.lua's line `---@uses calculate, write_file`",
+        ),
+    ];
+    for (main, other, says, fix) in cases {
+        let (m, n) = if other.starts_with("return require") {
+            (module.to_string(), Some(other))
+        } else {
+            (other, None)
+        };
+        let mut scripts = vec![("main.lua", main), ("m.lua", m.as_str())];
+        if let Some(n) = &n {
+            scripts.push(("n.lua", n.as_str()));
+        }
+        let bad = skill_dir(h, "x2s", &scripts);
+        let out = lmcp(h, &["skill", "install", bad.to_str().unwrap(), "--yes"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says) && err.contains(fix), "{err}");
+    }
+    // a module no script requires is not checked on its own (it is a script, with its own line)
+    let lone = skill_dir(h, "x3s", &[("m.lua", module)]);
+    let out = lmcp(h, &["skill", "install", lone.to_str().unwrap(), "--yes"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("add `---@uses write_file` to its header"),
+        "{err}"
+    );
+}
+
+/// `pcall(require, "words")` makes `words` a module as `require("words")` does: it was listed
+/// as a tool `skill__SK__words` that always failed (#34).
+#[test]
+fn a_module_required_under_pcall_is_a_module() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dir = skill_dir(
+        h,
+        "pw",
+        &[
+            (
+                "count.lua",
+                "---@param text string\nlocal ok, words = pcall(require, \"words\")\n\
+                 return words.count(params.text)\n",
+            ),
+            (
+                "words.lua",
+                "return {count = function(s) local n = 0 for _ in s:gmatch('%S+') do n = n + 1 end return n end}\n",
+            ),
+        ],
+    );
+    let out = lmcp(h, &["skill", "install", dir.to_str().unwrap(), "--yes"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("module words") && shown.contains("required by: count"),
+        "{shown}"
+    );
+    let list = json_out(&lmcp(h, &["skill", "list", "--json"]));
+    assert_eq!(list["skills"][0]["toolNames"], json!(["count"]));
+    let out = lmcp(
+        h,
+        &[
+            "skill",
+            "call",
+            "pw",
+            "count",
+            r#"{"text": "a b c"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(json_out(&out)["result"], 3);
+}
+
 #[test]
 fn the_example_skills_from_the_cli() {
     let home = tempfile::tempdir().unwrap();

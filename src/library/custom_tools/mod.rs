@@ -111,19 +111,24 @@ pub const POLICY: Policy = Policy {
     max_steps: MAX_STEPS,
     unmarked_required: false,
     default_timeout: None,
+    check_literal_calls: true,
 };
+
+/// Whether `name` can name a custom tool; the message says what a name must be.
+pub fn check_name(name: &str) -> std::result::Result<(), &'static str> {
+    if !name.starts_with("user_") || crate::registry::check_name(name).is_err() || name.len() <= 5 {
+        return Err(
+            "the name must start with `user_` and then use lowercase letters, digits and `_` \
+             (at most 64 characters), like `user_daily_summary`",
+        );
+    }
+    Ok(())
+}
 
 /// Checks a definition against the tools registered now.
 pub fn compile(registry: &Registry, definition: Definition) -> Result<Compiled> {
     let name = definition.name.clone();
-    if !name.starts_with("user_") || crate::registry::check_name(&name).is_err() || name.len() <= 5
-    {
-        return Err(bad(
-            &name,
-            "the name must start with `user_` and then use lowercase letters, digits and `_` \
-             (at most 64 characters), like `user_daily_summary`",
-        ));
-    }
+    check_name(&name).map_err(|m| bad(&name, m))?;
     if definition.description.trim().is_empty() {
         return Err(bad(
             &name,

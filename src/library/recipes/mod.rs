@@ -23,7 +23,7 @@ mod storage;
 mod tools;
 
 pub use bundle::{export, import};
-pub use storage::{delete, list, save};
+pub use storage::{delete, exists, list, save};
 pub use tools::{Resume, RunReport, register_tools, run};
 
 /// The manifest schema version this lmcp writes and reads.
@@ -100,6 +100,7 @@ pub const POLICY: Policy = Policy {
     max_steps: MAX_STEPS,
     unmarked_required: true,
     default_timeout: None,
+    check_literal_calls: true,
 };
 
 fn bad(name: &str, pointer: impl Into<String>, message: impl Into<String>) -> Error {

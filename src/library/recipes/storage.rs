@@ -54,7 +54,12 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
         let hint = close
             .first()
             .map(|n| format!("; did you mean \"{n}\"?"))
-            .unwrap_or_else(|| "; recipe_list (`lmcp recipe list`) lists them".into());
+            .unwrap_or_else(|| {
+                format!(
+                    "; {} lists them",
+                    crate::text::arg_words::tool("recipe_list", "lmcp recipe list")
+                )
+            });
         Error::Refused(format!("there is no recipe \"{name}\"{hint}"))
     })?;
     if let Err(why) = fits(&stored, &path) {
@@ -62,7 +67,8 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
             path,
             message: format!(
                 "{why}; delete it (`lmcp recipe delete` with the file's name) or save over it \
-                 with replace"
+                 with {}",
+                crate::text::arg_words::arg("replace", "true")
             ),
         });
     }
@@ -74,6 +80,12 @@ pub(super) fn load(host: &Host, name: &str) -> Result<Stored> {
         )));
     }
     Ok(stored)
+}
+
+/// Whether a recipe of this name is saved (and readable): saving another under it needs
+/// `replace`.
+pub fn exists(host: &Host, name: &str) -> bool {
+    load(host, name).is_ok()
 }
 
 /// Why a stored recipe that parsed cannot be used as it is: a format this lmcp does not read,

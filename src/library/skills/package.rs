@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::{MAX_FILE_BYTES, bad};
 
 use crate::error::Result;
-use crate::program::{Intent, Policy, Program, Source, compile};
+use crate::program::{Body, Intent, Policy, Program, Source, compile};
 use crate::registry::{Kind, Registry};
 
 /// A config field's type.
@@ -399,6 +399,7 @@ pub const POLICY: Policy = Policy {
     max_steps: 0,
     unmarked_required: false,
     default_timeout: Some(super::DEFAULT_TIMEOUT),
+    check_literal_calls: false,
 };
 
 /// A whole, checked package.
@@ -474,6 +475,7 @@ pub fn check_package(
         });
     }
     mark_modules(&md.name, &mut checked)?;
+    check_calls(registry, &md.name, &checked)?;
     let mut refs: Vec<(String, String)> = Vec::new();
     for (i, (name, content)) in references.iter().enumerate() {
         if !valid_reference_name(name) {
@@ -567,6 +569,66 @@ fn mark_modules(skill: &str, scripts: &mut [SkillScript]) -> Result<()> {
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Refuses a package one of whose scripts, or a module it requires (at any depth), calls a
+/// tool by literal name that the script's `---@uses` does not allow: a module runs under the
+/// `---@uses` of the script that requires it, so each script must cover what its modules call
+/// (#34). A module is not checked on its own: its own `---@uses` means nothing when it runs, and
+/// asking for one there installed skills whose scripts were refused at every run.
+fn check_calls(registry: &Registry, skill: &str, scripts: &[SkillScript]) -> Result<()> {
+    for script in scripts.iter().filter(|s| !s.is_module()) {
+        let Body::Lua(body) = &script.program.body else {
+            continue;
+        };
+        // the modules it reaches, in the order they are first required
+        let mut reached: Vec<usize> = Vec::new();
+        let mut next = vec![script.code.as_str()];
+        while let Some(code) = next.pop() {
+            for wanted in crate::script::literal::modules_required(code) {
+                if let Some(j) = scripts.iter().position(|m| m.name == wanted.name)
+                    && scripts[j].name != script.name
+                    && !reached.contains(&j)
+                {
+                    reached.push(j);
+                    next.push(&scripts[j].code);
+                }
+            }
+        }
+        let chunks: Vec<(String, String)> = reached
+            .iter()
+            .map(|j| {
+                let m = &scripts[*j];
+                (
+                    format!("{}.lua", m.name),
+                    crate::program::compile::lua_text(&m.code),
+                )
+            })
+            .collect();
+        let modules: Vec<(&str, &str)> = chunks
+            .iter()
+            .map(|(c, t)| (c.as_str(), t.as_str()))
+            .collect();
+        let runs = crate::program::compile::Runs {
+            chunk: &body.chunk,
+            text: &body.source,
+            capabilities: &script.program.capabilities,
+        };
+        crate::program::compile::check_literal_calls(&runs, &modules, &POLICY, registry).map_err(
+            |p| {
+                let at = match &p.at {
+                    crate::program::compile::Location::Line { chunk, .. } => chunk.clone(),
+                    crate::program::compile::Location::Pointer(_) => body.chunk.clone(),
+                };
+                let i = scripts
+                    .iter()
+                    .position(|s| format!("{}.lua", s.name) == at)
+                    .unwrap_or(0);
+                bad(skill, format!("at /scripts/{i} (`{at}`): {p}"))
+            },
+        )?;
     }
     Ok(())
 }

@@ -35,14 +35,16 @@ pub(super) fn unregister_scripts(host: &Host, name: &str) {
 pub(super) fn script_program(host: &Host, skill: &str, script: &str) -> Result<Program> {
     if !valid_name(skill) || !skill_dir(host, skill).exists() {
         return Err(Error::Refused(format!(
-            "there is no skill `{skill}`; skill_list (`lmcp skill list`) lists them"
+            "there is no skill `{skill}`; {} lists them",
+            crate::text::arg_words::tool("skill_list", "lmcp skill list")
         )));
     }
     let p = load_package(host, skill)?;
     let meta = read_meta(host, skill)?.ok_or_else(|| bad(skill, "meta.json is missing"))?;
     if !meta.enabled {
         return Err(Error::Refused(format!(
-            "the skill `{skill}` is disabled; skill_enable (`lmcp skill enable {skill}`) turns it on"
+            "the skill `{skill}` is disabled; {} turns it on",
+            crate::text::arg_words::tool("skill_enable", &format!("lmcp skill enable {skill}"))
         )));
     }
     let s = p.scripts.iter().find(|s| s.name == script).ok_or_else(|| {
@@ -73,8 +75,12 @@ pub(super) fn script_program(host: &Host, skill: &str, script: &str) -> Result<P
                 }
                 None if f.required => {
                     return Err(Error::Refused(format!(
-                        "`{skill}` needs its config field `{key}` ({}); set it with skill_config (`lmcp skill config {skill} {key}=VALUE`)",
-                        f.title
+                        "`{skill}` needs its config field `{key}` ({}); set it with {}",
+                        f.title,
+                        crate::text::arg_words::tool(
+                            "skill_config",
+                            &format!("lmcp skill config {skill} {key}=VALUE")
+                        )
                     )));
                 }
                 None => {}
