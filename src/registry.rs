@@ -952,6 +952,36 @@ mod tests {
         sync_handler(|_| Ok(Value::Null))
     }
 
+    /// Another server's tool is not available over HTTP unless its server is marked for it:
+    /// the gate's availability, not the profile (which only decides what is listed).
+    #[test]
+    fn upstream_tools_reach_remote_callers_only_when_their_server_says_so() {
+        let tool = spec("mcp__fx__echo").from_upstream("h".repeat(64));
+        let mut config = Config::default();
+        assert!(tool.availability(&config, Transport::Local).is_available());
+        match tool.availability(&config, Transport::Remote) {
+            Availability::Unavailable { detail, .. } => {
+                assert!(detail.contains("lmcp servers http fx on"), "{detail}")
+            }
+            Availability::Available => panic!("offered over HTTP unasked"),
+        }
+        config.servers.insert(
+            "fx".into(),
+            crate::config::Server {
+                command: vec!["x".into()],
+                http: true,
+                ..Default::default()
+            },
+        );
+        assert!(tool.availability(&config, Transport::Remote).is_available());
+        // a built-in's name that only looks like one is not another server's tool
+        assert!(
+            spec("mcp_thing")
+                .availability(&Config::default(), Transport::Remote)
+                .is_available()
+        );
+    }
+
     static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     fn two_builtins(r: &Registry) -> Result<()> {

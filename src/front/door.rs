@@ -113,6 +113,10 @@ impl Confirmer for YesTo {
             self.then.confirm(request)
         }
     }
+
+    fn ask_for_another(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        self.then.ask_for_another(request)
+    }
 }
 
 /// Calls a tool through the gate as a person's direct action (confirmed; asking where a grant

@@ -201,6 +201,11 @@ struct ElicitingConfirmer {
 }
 
 impl Confirmer for ElicitingConfirmer {
+    fn ask_for_another(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        // the client's person answers; the question says whose it is
+        self.confirm(request)
+    }
+
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
         let params = elicitation_params(request);
         Box::pin(async move {
@@ -275,6 +280,12 @@ struct DeferringConfirmer {
 }
 
 impl Confirmer for DeferringConfirmer {
+    fn ask_for_another(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
+        // a stateless session's questions go back to the client with the call's retry, which
+        // cannot carry another server's question: nobody is asked, and that server is declined
+        Box::pin(std::future::ready(Answer::CannotAsk))
+    }
+
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
         let answer = match &self.answered {
             Some((a, answer)) if a.tool == request.tool && a.args == request.args => answer.clone(),

@@ -63,6 +63,12 @@ pub type AnswerFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 pub trait Confirmer: Send + Sync {
     /// Asks about `request`.
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_>;
+
+    /// Puts a question someone else asks (another MCP server, during one of its tools' calls)
+    /// to the person, labelled as theirs. Only a person answers it: a yes given up front
+    /// (`--yes`) is a yes to lmcp's own questions, never to another server's, so such a
+    /// confirmer answers [`Answer::CannotAsk`]. Required of every confirmer, so a new one decides.
+    fn ask_for_another(&self, request: &ConfirmRequest) -> AnswerFuture<'_>;
 }
 
 /// Nobody to ask: every question is answered [`Answer::CannotAsk`].
@@ -71,6 +77,10 @@ pub struct NoPerson;
 
 impl Confirmer for NoPerson {
     fn confirm(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
+        Box::pin(std::future::ready(Answer::CannotAsk))
+    }
+
+    fn ask_for_another(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
         Box::pin(std::future::ready(Answer::CannotAsk))
     }
 }
@@ -82,6 +92,11 @@ pub struct AlwaysYes;
 impl Confirmer for AlwaysYes {
     fn confirm(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
         Box::pin(std::future::ready(Answer::Yes))
+    }
+
+    fn ask_for_another(&self, _request: &ConfirmRequest) -> AnswerFuture<'_> {
+        // --yes is a yes to lmcp's questions, given before anyone else asked anything
+        Box::pin(std::future::ready(Answer::CannotAsk))
     }
 }
 
@@ -121,6 +136,10 @@ impl Confirmer for Scripted {
             .pop_front()
             .unwrap_or(Answer::CannotAsk);
         Box::pin(std::future::ready(a))
+    }
+
+    fn ask_for_another(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        self.confirm(request)
     }
 }
 
@@ -186,6 +205,10 @@ impl TtyPrompt {
 impl Confirmer for TtyPrompt {
     fn confirm(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
         Box::pin(self.ask(render_prompt(request)))
+    }
+
+    fn ask_for_another(&self, request: &ConfirmRequest) -> AnswerFuture<'_> {
+        self.confirm(request)
     }
 }
 

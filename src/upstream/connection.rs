@@ -12,12 +12,13 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientNotification, ClientRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, PaginatedRequestParams, ServerResult,
+    ElicitResult, ElicitationAction, Implementation, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ServerResult,
 };
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, PeerRequestOptions, RequestContext,
@@ -32,6 +33,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+use crate::gate::{Answer, CallContext, ConfirmRequest};
+use crate::registry::Effect;
 
 /// Largest message a server may send (a tool's result included): 16 MiB.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -100,6 +103,8 @@ pub struct Connection {
     server: String,
     /// Cancel notices still being sent (see [`CancelOnDrop`]).
     pending_cancels: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    /// The calls in progress, shared with the client's handler.
+    active: Arc<ActiveCalls>,
 }
 
 impl Connection {
@@ -112,9 +117,11 @@ impl Connection {
         };
         let signals = Arc::new(Signals::default());
         let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let active = Arc::new(ActiveCalls::default());
         let handler = UpstreamClient {
             signals: Arc::clone(&signals),
             server: launch.server.clone(),
+            active: Arc::clone(&active),
         };
         let mut child = None;
         let started = match &launch.reach {
@@ -190,6 +197,7 @@ impl Connection {
             signals,
             server: launch.server.clone(),
             pending_cancels: Arc::default(),
+            active,
         }))
     }
 
@@ -268,8 +276,9 @@ impl Connection {
         &self,
         tool: &str,
         args: serde_json::Map<String, Value>,
-        cancel: &CancellationToken,
+        on_behalf: Active,
     ) -> Result<rmcp::model::CallToolResult> {
+        let cancel = on_behalf.ctx.cancel_token().clone();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(tool.to_string()).with_arguments(args),
         ));
@@ -281,6 +290,8 @@ impl Connection {
                 self.mark_broken("the connection closed");
                 self.failure(format!("the call could not be sent: {e}"))
             })?;
+        // the server's questions and progress during this call go to its caller
+        let _active = self.active.enter(handle.progress_token.clone(), on_behalf);
         // a call whose future is dropped (its deadline passed) is cancelled upstream too
         let mut guard = CancelOnDrop {
             peer: Some(handle.peer.clone()),
@@ -600,20 +611,174 @@ impl AsyncRead for LineGuard {
     }
 }
 
-/// lmcp as the server's client: it asks nothing of the person on the server's behalf.
+/// A call in progress on a server, for what the server does during it: its questions go to the
+/// call's person, labelled as the server's, and its progress to the call's progress sink.
+pub struct Active {
+    /// The call's context (its confirmer, progress sink and cancellation).
+    pub ctx: CallContext,
+    /// The tool's lmcp name.
+    pub tool: String,
+    /// The tool's effect, as shown.
+    pub effect: Effect,
+}
+
+/// The calls in progress on one connection, by their progress tokens.
+#[derive(Default)]
+struct ActiveCalls {
+    calls: Mutex<Vec<InProgress>>,
+}
+
+/// One call in progress: its progress token, what it is, and when its progress was last passed
+/// on.
+type InProgress = (ProgressToken, Arc<Active>, Mutex<Option<Instant>>);
+
+/// Removes a call from [`ActiveCalls`] when dropped.
+struct Entered<'a> {
+    calls: &'a ActiveCalls,
+    token: ProgressToken,
+}
+
+impl ActiveCalls {
+    fn enter(&self, token: ProgressToken, active: Active) -> Entered<'_> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push((
+            token.clone(),
+            Arc::new(active),
+            Mutex::new(None),
+        ));
+        Entered { calls: self, token }
+    }
+
+    /// The latest call in progress: the one a server's question is taken to be about (MCP does
+    /// not say which call a question belongs to).
+    fn latest(&self) -> Option<Arc<Active>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .map(|(_, a, _)| Arc::clone(a))
+    }
+
+    /// Passes progress on to the call it is for, at most ten reports a second (and always the
+    /// last, when the server says the total is reached).
+    fn progress(&self, p: &ProgressNotificationParam) {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((_, active, last)) = calls.iter().find(|(t, _, _)| t == &p.progress_token) else {
+            return;
+        };
+        let done = p.total.is_some_and(|t| p.progress >= t);
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        if !done && last.is_some_and(|l| l.elapsed() < Duration::from_millis(100)) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let message: String = p
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect();
+        active.ctx.progress(
+            p.progress.max(0.0) as u64,
+            p.total.map(|t| t.max(0.0) as u64),
+            message,
+        );
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.calls
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(t, _, _)| t != &self.token);
+    }
+}
+
+/// Longest question from a server shown, in characters.
+const MAX_QUESTION: usize = 2000;
+
+/// lmcp as the server's client.
 struct UpstreamClient {
     signals: Arc<Signals>,
     server: String,
+    active: Arc<ActiveCalls>,
+}
+
+impl UpstreamClient {
+    /// The server's question, put to the person of the call in progress, labelled as the
+    /// server's and never as lmcp's. Forms that a yes or no answers (no fields, or one yes/no
+    /// field) are asked; any other form, and a question with no call in progress or nobody to
+    /// ask, is declined. A yes given up front (`--yes`) is never taken as the answer.
+    async fn ask(&self, request: ElicitRequestParams, ct: CancellationToken) -> ElicitResult {
+        let decline = ElicitResult::new(ElicitationAction::Decline);
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return decline;
+        };
+        let fields: Vec<(&String, Value)> = requested_schema
+            .properties
+            .iter()
+            .map(|(k, v)| (k, serde_json::to_value(v).unwrap_or(Value::Null)))
+            .collect();
+        let content = match fields.as_slice() {
+            [] => serde_json::json!({}),
+            [(name, schema)] if schema.get("type") == Some(&Value::from("boolean")) => {
+                serde_json::json!({ name.as_str(): true })
+            }
+            _ => return decline,
+        };
+        let Some(call) = self.active.latest() else {
+            return decline;
+        };
+        let said: String = message.chars().take(MAX_QUESTION).collect();
+        let question = ConfirmRequest {
+            tool: format!("the MCP server `{}`", self.server),
+            effect: call.effect,
+            destructive: false,
+            args: Value::Object(Default::default()),
+            summary: format!("it asks, in its own words: {said}"),
+            why: format!(
+                "this question comes from the MCP server `{}` during `{}`, not from lmcp; yes \
+                 accepts what it asks",
+                self.server, call.tool
+            ),
+            calls: Vec::new(),
+            every_time: true,
+        };
+        let answer = tokio::select! {
+            a = call.ctx.confirmer().ask_for_another(&question) => a,
+            _ = ct.cancelled() => return ElicitResult::new(ElicitationAction::Cancel),
+            _ = call.ctx.cancel_token().cancelled() => return ElicitResult::new(ElicitationAction::Cancel),
+        };
+        match answer {
+            Answer::Yes => ElicitResult::new(ElicitationAction::Accept).with_content(content),
+            Answer::Dismissed => ElicitResult::new(ElicitationAction::Cancel),
+            Answer::No | Answer::CannotAsk | Answer::Failed(_) => decline,
+        }
+    }
 }
 
 impl ClientHandler for UpstreamClient {
     async fn create_elicitation(
         &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> std::result::Result<ElicitResult, ErrorData> {
-        // never answered yes on the person's behalf
-        Ok(ElicitResult::new(ElicitationAction::Decline))
+        Ok(self.ask(request, context.ct.clone()).await)
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.active.progress(&params);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -623,7 +788,8 @@ impl ClientHandler for UpstreamClient {
 
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            // forms only: a yes or no is all lmcp puts to the person for another server
+            ClientCapabilities::builder().enable_elicitation().build(),
             Implementation::new(
                 format!("lmcp (for {})", self.server),
                 env!("CARGO_PKG_VERSION"),

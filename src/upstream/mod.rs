@@ -211,7 +211,16 @@ impl Upstreams {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        let result = conn.call(upstream, args, inv.ctx.cancel_token()).await;
+        let effect = Host::shared(&inv.caller)
+            .registry()
+            .get(&lmcp_name)
+            .map_or(crate::registry::Effect::Send, |t| t.spec().effect);
+        let on_behalf = connection::Active {
+            ctx: inv.ctx.clone(),
+            tool: lmcp_name.clone(),
+            effect,
+        };
+        let result = conn.call(upstream, args, on_behalf).await;
         if !conn.is_alive() {
             // a server that died is started again at the next call
             self.forget(&slot, &conn).await;
