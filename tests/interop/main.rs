@@ -6,6 +6,8 @@
 //!   TypeScript SDK clients (`tests/interop/ts`);
 //! - `editors`: EmmyLua's `emmylua_check` on the shipped Lua with the definitions `lmcp types`
 //!   writes;
+//! - `upstream`: lmcp as the client of the MCP project's reference "everything" server (npm,
+//!   pinned), its tools called through `lmcp call` and `lmcp serve`;
 //! - `pdf`: the PDF tests of `tests/all/pdf.rs`, where with this feature every page rendered
 //!   with hayro is also rendered by poppler's `pdftoppm`, and the two must agree.
 
@@ -16,3 +18,4 @@ mod editors;
 mod mcp;
 #[path = "../all/pdf.rs"]
 mod pdf;
+mod upstream;
