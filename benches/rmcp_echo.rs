@@ -3,6 +3,10 @@
 //!
 //! Built by `cargo bench --no-run --bench rmcp_echo`; serves MCP on stdin/stdout when run with
 //! `--serve` (a plain `cargo bench` run only says so and ends).
+//!
+//! With `--relay PROGRAM [ARGS]...` it is instead the least any proxy can be: it starts PROGRAM
+//! and copies bytes between its own stdin/stdout and the child's, one thread each way, doing
+//! nothing else. `benches/proxy_roundtrip.py` measures it as the floor of an extra hop.
 
 use std::sync::Arc;
 
@@ -56,7 +60,43 @@ impl ServerHandler for Echo {
     }
 }
 
+/// Copies bytes both ways between this process's stdio and a child's, until either side ends.
+fn relay(program: &str, args: &[String]) {
+    use std::io::{Read, Write};
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the relayed program");
+    let mut to_child = child.stdin.take().expect("piped");
+    let mut from_child = child.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        let mut out = std::io::stdout().lock();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = from_child.read(&mut buf) {
+            if n == 0 || out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut input = std::io::stdin().lock();
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = input.read(&mut buf) {
+        if n == 0 || to_child.write_all(&buf[..n]).and_then(|()| to_child.flush()).is_err() {
+            break;
+        }
+    }
+    drop(to_child);
+    let _ = child.wait();
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--relay") {
+        relay(&args[at + 1], &args[at + 2..]);
+        return;
+    }
     if !std::env::args().any(|a| a == "--serve") {
         println!("rmcp_echo: run with --serve to serve MCP on stdin/stdout");
         return;

@@ -103,8 +103,14 @@ pub fn register(host: &Host, server: &str, definitions: &[Value]) -> Vec<tools::
             continue;
         }
         let spec_name = o.spec.name.clone();
-        let hash = o.spec.definition.clone().unwrap_or_default();
-        let call = call_handler(server.to_string(), o.upstream, hash);
+        let call = call_handler(Target {
+            server: server.to_string(),
+            name: o.spec.name.clone(),
+            hash: o.spec.definition.clone().unwrap_or_default(),
+            effect: o.spec.effect,
+            has_output_schema: o.spec.output_schema.is_some(),
+            upstream: o.upstream,
+        });
         if let Err(e) = host.registry().register_or_replace(o.spec, call) {
             host.warn(format!("the tool `{spec_name}` is not offered: {e}"));
         }
@@ -142,18 +148,33 @@ pub fn pins_for(host: &Host, key: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What one upstream tool's handler knows of it, fixed when it is registered (a changed
+/// definition registers a new handler).
+struct Target {
+    server: String,
+    /// Its name on the server.
+    upstream: String,
+    /// Its lmcp name.
+    name: String,
+    /// The hash of the definition the gate decides on.
+    hash: String,
+    effect: crate::registry::Effect,
+    has_output_schema: bool,
+}
+
 /// The handler of one upstream tool: calls it on its server, started if need be.
-fn call_handler(server: String, upstream: String, hash: String) -> crate::registry::Handler {
-    let target = Arc::new((server, upstream, hash));
+fn call_handler(target: Target) -> crate::registry::Handler {
+    let target = Arc::new(target);
     handler(move |inv: Invocation| {
         let target = Arc::clone(&target);
         async move {
-            let host = Host::shared(&inv.caller);
-            let upstreams = host.attached::<Upstreams>().ok_or_else(|| Error::Tool {
-                tool: names::tool_name(&target.0, &target.1),
-                message: "this host has no connections to other MCP servers".into(),
-            })?;
-            upstreams.call(&target.0, &target.1, &target.2, inv).await
+            let upstreams = Host::of(inv.caller.as_ref())
+                .attached::<Upstreams>()
+                .ok_or_else(|| Error::Tool {
+                    tool: target.name.clone(),
+                    message: "this host has no connections to other MCP servers".into(),
+                })?;
+            upstreams.call(&target, inv).await
         }
     })
 }
@@ -164,25 +185,17 @@ impl Upstreams {
     }
 
     fn slot(&self, server: &str) -> Arc<Slot> {
-        Arc::clone(
-            self.slots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(server.to_string())
-                .or_default(),
-        )
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(server) {
+            return Arc::clone(slot);
+        }
+        Arc::clone(slots.entry(server.to_string()).or_default())
     }
 
-    /// Calls `upstream` on `server`, refusing when the server's definition of it is no longer
-    /// the one the gate decided on (`hash`).
-    async fn call(
-        &self,
-        server: &str,
-        upstream: &str,
-        hash: &str,
-        inv: Invocation,
-    ) -> Result<Value> {
-        let lmcp_name = names::tool_name(server, upstream);
+    /// Calls the tool on its server, refusing when the server's definition of it is no longer
+    /// the one the gate decided on.
+    async fn call(&self, target: &Target, inv: Invocation) -> Result<Value> {
+        let (server, lmcp_name) = (target.server.as_str(), target.name.as_str());
         let slot = self.slot(server);
         let conn = self.connection(server, &slot).await?;
         let live = slot
@@ -190,17 +203,17 @@ impl Upstreams {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .and_then(|l| l.get(upstream).cloned());
+            .map(|l| l.get(&target.upstream).map(|h| h == &target.hash));
         match live {
-            Some(h) if h == hash => {}
-            Some(_) => {
+            Some(Some(true)) => {}
+            Some(Some(false)) => {
                 return Err(Error::Refused(format!(
                     "the MCP server `{server}` changed its tool `{lmcp_name}` since lmcp listed \
                      it, so nothing was run under what was shown or allowed before; the next call \
                      asks about it as it is now (`lmcp servers show {server}` shows it)"
                 )));
             }
-            None => {
+            _ => {
                 return Err(Error::Refused(format!(
                     "the MCP server `{server}` no longer lists the tool `{lmcp_name}`; nothing was \
                      run"
@@ -211,26 +224,17 @@ impl Upstreams {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        let effect = Host::shared(&inv.caller)
-            .registry()
-            .get(&lmcp_name)
-            .map_or(crate::registry::Effect::Send, |t| t.spec().effect);
         let on_behalf = connection::Active {
-            ctx: inv.ctx.clone(),
-            tool: lmcp_name.clone(),
-            effect,
+            ctx: inv.ctx,
+            tool: target.name.clone(),
+            effect: target.effect,
         };
-        let result = conn.call(upstream, args, on_behalf).await;
+        let result = conn.call(&target.upstream, args, on_behalf).await;
         if !conn.is_alive() {
             // a server that died is started again at the next call
             self.forget(&slot, &conn).await;
         }
-        let result = result?;
-        let output_schema = Host::shared(&inv.caller)
-            .registry()
-            .get(&lmcp_name)
-            .is_some_and(|t| t.spec().output_schema.is_some());
-        result_value(&lmcp_name, result, output_schema)
+        result_value(lmcp_name, result?, target.has_output_schema)
     }
 
     /// The server's running connection, started (and its tools listed again) if it has none
