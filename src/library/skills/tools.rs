@@ -128,7 +128,8 @@ pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<Too
         )
         .effect(effect, annotations)
         .kind(Kind::Workflow)
-        .capabilities(caps);
+        .capabilities(caps)
+        .connects(s.program.connect.clone());
         host.registry()
             .register_or_replace(spec.clone(), script_handler(&package.md.name, &s.name))?;
         registered.push(spec);
