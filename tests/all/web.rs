@@ -872,3 +872,89 @@ fn https_against_a_local_test_server() {
     assert_eq!(v["result"]["json"]["hello"], "world", "{v}");
     assert_eq!(server.got().len(), 1);
 }
+
+/// The example skill posts its note to its webhook on the one host its script names, with the
+/// path and the token from its config: shown in a dry run (nothing reaches the network here),
+/// the token masked; a path that tries to lead to another host is refused before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_standup_example_posts_to_its_webhook() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/skills/team-standup");
+    let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap();
+    let token = "tok-STANDUP-9001";
+    let t = TestHost::new();
+    let install = json!({
+        "skill_md": read("SKILL.md"),
+        "scripts": [
+            {"name": "write_standup.lua", "code": read("scripts/write_standup.lua")},
+            {"name": "post_standup.lua", "code": read("scripts/post_standup.lua")},
+        ],
+    });
+    let installed = common::call(&t.host, "skill_install", install)
+        .await
+        .into_result()
+        .unwrap();
+    assert!(
+        installed
+            .to_string()
+            .contains(r#""may_reach":["hooks.example.org"]"#),
+        "{installed}"
+    );
+    let config = |values: Value| {
+        let host = Arc::clone(&t.host);
+        async move {
+            common::call(
+                &host,
+                "skill_config",
+                json!({"name": "team-standup", "values": values}),
+            )
+            .await
+            .into_result()
+            .unwrap()
+        }
+    };
+    config(json!({"team": "Core", "webhook_token": token})).await;
+    common::call(
+        &t.host,
+        "skill_call",
+        json!({"skill": "team-standup", "script": "write_standup", "params": {"yesterday": "a", "today": "b"}}),
+    )
+    .await
+    .into_result()
+    .unwrap();
+    let post = |mode: ConfirmMode| {
+        let host = Arc::clone(&t.host);
+        async move {
+            host.call(CallRequest::new(
+                "skill_call",
+                json!({"skill": "team-standup", "script": "post_standup"}),
+                CallContext::root(Origin::Cli, mode)
+                    .with_confirmer(Arc::new(lmcp::gate::AlwaysYes)),
+            ))
+            .await
+            .into_result()
+        }
+    };
+    let preview = post(ConfirmMode::Preview).await.unwrap();
+    let shown = preview.to_string();
+    assert!(
+        shown.contains("https://hooks.example.org/hooks/standup"),
+        "{shown}"
+    );
+    assert!(shown.contains("would send POST"), "{shown}");
+    assert!(
+        shown.contains("## Yesterday"),
+        "the note is the body: {shown}"
+    );
+    assert!(!shown.contains(token), "{shown}");
+    assert_eq!(preview["result"]["posted"], false, "{preview}");
+    // a path that would lead to another host: refused before any request, even confirmed
+    for path in ["@evil.example.net/x", ".evil.example.net/x"] {
+        config(json!({"webhook_path": path})).await;
+        let e = post(ConfirmMode::Confirmed).await.unwrap_err().to_string();
+        assert!(!e.contains(token), "{e}");
+        assert!(
+            e.contains("must begin with `/`") || e.contains("user name") || e.contains("may reach"),
+            "{path}: {e}"
+        );
+    }
+}

@@ -270,9 +270,14 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 .iter()
                 .map(|s| match s.is_module() {
                     true => json!({"script": s.name, "module_of": s.required_by}),
-                    false => {
+                    false if s.program.connect.is_empty() => {
                         json!({"script": s.name, "may_call": s.program.capabilities.describe()})
                     }
+                    false => json!({
+                        "script": s.name,
+                        "may_call": s.program.capabilities.describe(),
+                        "may_reach": s.program.connect,
+                    }),
                 })
                 .collect();
             let (mut summary, updated) = install(&inv.host(), package)?;
