@@ -248,8 +248,9 @@ async fn decide_and_run(
 
     // 4b. where a request goes: only to a host its program declared (`---@connect`), and by
     // the host rules (`lmcp hosts`), which stand in for the effect's grant: a deny wins, an
-    // allowed host runs without asking, any other host asks (a rule for the tool's own name
-    // still decides for itself)
+    // allowed host runs without asking, any other host asks. A rule for the tool's own name
+    // only makes it stricter (`ask` asks every time, `deny` refused above): an allow of
+    // `http_request` allows no host
     let target = match spec.reaches {
         None => None,
         Some(reaches) => match reaches(&args) {
@@ -265,7 +266,7 @@ async fn decide_and_run(
                 tool: name.to_string(),
             };
         }
-        let by_tool = config.grants.contains_key(name);
+        let asks_always = config.grants.get(name) == Some(&Grant::Ask);
         match config.host_decision(to) {
             HostDecision::Denied(pattern) => {
                 return Outcome::Denied {
@@ -276,8 +277,8 @@ async fn decide_and_run(
                     tool: name.to_string(),
                 };
             }
-            HostDecision::Allowed { .. } if !by_tool => grant = Grant::Allow,
-            HostDecision::Unlisted if !by_tool => {
+            HostDecision::Allowed { .. } if !asks_always => grant = Grant::Allow,
+            HostDecision::Unlisted => {
                 grant = Grant::Ask;
                 host_why = Some(format!(
                     "the host `{to}` is not among the allowed hosts (`lmcp hosts allow {to}` \

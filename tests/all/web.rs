@@ -291,6 +291,8 @@ fn a_host_not_allowed_is_refused_without_a_terminal() {
     let server = start(None);
     let home = tempfile::tempdir().unwrap();
     let args = json!({"url": server.url("/json")}).to_string();
+    // an allow of the tool itself allows no host: the hosts are the grant
+    lmcp_ok(home.path(), &["grants", "allow", "http_request"]);
     let out = lmcp(home.path(), &["call", "http_request", &args]);
     assert!(!out.status.success());
     let e = stderr(&out);
