@@ -153,6 +153,8 @@ pub struct Limits {
     pub image_megapixels: u32,
     /// Most memory one imported image may take decoded, in MiB.
     pub image_decode_mb: u32,
+    /// Largest `http_request` response body, in MiB, counted after decompression.
+    pub http_response_mb: u32,
     /// Fields this lmcp does not know: kept and written back, reported as warnings.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, Value>,
@@ -169,6 +171,7 @@ impl Default for Limits {
             input_mb: 16,
             image_megapixels: 100,
             image_decode_mb: 512,
+            http_response_mb: 8,
             unknown: BTreeMap::new(),
         }
     }
@@ -228,9 +231,183 @@ pub struct Config {
     /// Other MCP servers whose tools lmcp offers behind its gate (`lmcp servers`), by name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub servers: BTreeMap<String, Server>,
+    /// The hosts `http_request` may reach without asking, or never (`lmcp hosts`), by pattern
+    /// (see [`HostPattern`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, HostRule>,
     /// Fields this lmcp does not know: kept and written back, reported as warnings.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, Value>,
+}
+
+/// What `lmcp hosts` says of the hosts one pattern matches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRule {
+    /// `allow` (requests run without asking) or `deny` (never); `ask` is what no rule means.
+    pub grant: Grant,
+    /// The pattern names one exact host or address, and it may be a private one (loopback,
+    /// the local network, link-local, metadata addresses): `lmcp hosts allow H --private`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private: bool,
+}
+
+/// A host and port a request goes to, as its URL says (the host lowercase, an IPv6 address
+/// in brackets).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct HostPort {
+    /// `api.example.org`, `127.0.0.1`, `[::1]`.
+    pub host: String,
+    /// The port, the scheme's default when the URL gives none.
+    pub port: u16,
+    /// Whether the port is the scheme's default (then it is not shown).
+    #[serde(skip)]
+    pub default_port: bool,
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.default_port {
+            f.write_str(&self.host)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// One pattern of `hosts` (and of a program's `---@connect` lines): `*` (every public host),
+/// `*.example.org` (its subdomains), `example.org`, `example.org:8443`, `127.0.0.1:8080`,
+/// `[::1]:8080`. Names are ASCII (an international name in its `xn--` form), lowercase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    /// `*`: every host (the blocked addresses stay blocked).
+    Any,
+    /// `*.example.org`: every subdomain of the name, not the name itself.
+    Subdomains(String),
+    /// One host, on any port or on one.
+    Exact(String, Option<u16>),
+}
+
+impl HostPattern {
+    /// Parses a pattern as a person or a program writes it; the message says what is wrong.
+    pub fn parse(text: &str) -> std::result::Result<HostPattern, String> {
+        let t = text.trim();
+        if t == "*" {
+            return Ok(HostPattern::Any);
+        }
+        if t.contains("://") || t.contains('/') {
+            return Err(format!(
+                "`{t}` is not a host: name only the host (and a port), like `api.example.org` \
+                 or `example.org:8443`"
+            ));
+        }
+        if let Some(domain) = t.strip_prefix("*.") {
+            check_host_name(domain)?;
+            return Ok(HostPattern::Subdomains(domain.to_ascii_lowercase()));
+        }
+        if t.contains('*') {
+            return Err(format!(
+                "`{t}`: a `*` may only stand alone or begin the pattern (`*.example.org`)"
+            ));
+        }
+        let (host, port) = if let Some(rest) = t.strip_prefix('[') {
+            let (addr, after) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("`{t}`: an IPv6 address needs its closing `]`"))?;
+            let ip: std::net::Ipv6Addr = addr
+                .parse()
+                .map_err(|_| format!("`{t}`: `{addr}` is not an IPv6 address"))?;
+            let port = match after {
+                "" => None,
+                p => Some(parse_port(t, p.strip_prefix(':').unwrap_or(p))?),
+            };
+            (format!("[{ip}]"), port)
+        } else if t.matches(':').count() > 1 {
+            return Err(format!(
+                "`{t}`: write an IPv6 address in brackets (`[::1]` or `[::1]:8080`)"
+            ));
+        } else {
+            let (h, p) = match t.split_once(':') {
+                Some((h, p)) => (h, Some(parse_port(t, p)?)),
+                None => (t, None),
+            };
+            check_host_name(h)?;
+            (h.to_ascii_lowercase(), p)
+        };
+        Ok(HostPattern::Exact(host, port))
+    }
+
+    /// Whether a request to `to` matches.
+    pub fn matches(&self, to: &HostPort) -> bool {
+        match self {
+            HostPattern::Any => true,
+            HostPattern::Subdomains(d) => to
+                .host
+                .strip_suffix(d.as_str())
+                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            HostPattern::Exact(h, port) => *h == to.host && port.is_none_or(|p| p == to.port),
+        }
+    }
+
+    /// Whether it names one host (a `--private` grant must).
+    pub fn is_exact(&self) -> bool {
+        matches!(self, HostPattern::Exact(..))
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostPattern::Any => f.write_str("*"),
+            HostPattern::Subdomains(d) => write!(f, "*.{d}"),
+            HostPattern::Exact(h, None) => f.write_str(h),
+            HostPattern::Exact(h, Some(p)) => write!(f, "{h}:{p}"),
+        }
+    }
+}
+
+fn parse_port(pattern: &str, p: &str) -> std::result::Result<u16, String> {
+    match p.parse::<u16>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("`{pattern}`: `{p}` is not a port (1 to 65535)")),
+    }
+}
+
+/// A host name or IPv4 address as a pattern may name it: ASCII letters, digits, `-` and `.`.
+fn check_host_name(h: &str) -> std::result::Result<(), String> {
+    let ok = !h.is_empty()
+        && h.len() <= 253
+        && h.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if ok {
+        Ok(())
+    } else if !h.is_ascii() {
+        Err(format!(
+            "`{h}` is not an ASCII host name; write an international name in its `xn--` form"
+        ))
+    } else {
+        Err(format!(
+            "`{h}` is not a host name (letters, digits, `-` and `.`)"
+        ))
+    }
+}
+
+/// What the `hosts` rules say of a request to one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostDecision {
+    /// A `deny` rule matches (it wins over any allow): the pattern.
+    Denied(String),
+    /// An `allow` rule matches; `private` when one names this exact host with `--private`.
+    Allowed {
+        /// A private address may be reached.
+        private: bool,
+    },
+    /// No rule matches: a person is asked.
+    Unlisted,
 }
 
 /// Another MCP server lmcp starts (a command) and calls as its client: how to reach it, and
@@ -339,6 +516,7 @@ impl Config {
             ("limits.input_mb", l.input_mb as u64, 1),
             ("limits.image_megapixels", l.image_megapixels as u64, 1),
             ("limits.image_decode_mb", l.image_decode_mb as u64, 1),
+            ("limits.http_response_mb", l.http_response_mb as u64, 1),
         ] {
             if value < min {
                 return Err(format!("{name} is {value}; it must be at least {min}"));
@@ -346,6 +524,22 @@ impl Config {
         }
         if let Some(url) = &self.signals.endpoint {
             check_endpoint(url).map_err(|e| format!("signals.endpoint: {e}"))?;
+        }
+        for (pattern, rule) in &self.hosts {
+            let p = HostPattern::parse(pattern).map_err(|e| format!("hosts: {e}"))?;
+            if p.to_string() != *pattern {
+                return Err(format!("hosts: `{pattern}` is written `{p}`"));
+            }
+            if rule.grant == Grant::Ask {
+                return Err(format!(
+                    "hosts.{pattern}: a host rule is allow or deny (no rule means ask)"
+                ));
+            }
+            if rule.private && !(p.is_exact() && rule.grant == Grant::Allow) {
+                return Err(format!(
+                    "hosts.{pattern}: only an allow of one exact host may be private"
+                ));
+            }
         }
         for (name, server) in &self.servers {
             if !valid_server_name(name) {
@@ -446,6 +640,34 @@ impl Config {
             return (Grant::Ask, GrantSource::Upstream);
         }
         rule
+    }
+
+    /// What the `hosts` rules say of a request to `to`: a deny wins, then an allow; an allow
+    /// reaches a private address only when a `--private` rule names this exact host.
+    pub fn host_decision(&self, to: &HostPort) -> HostDecision {
+        let mut allowed = false;
+        let mut private = false;
+        for (pattern, rule) in &self.hosts {
+            let Ok(p) = HostPattern::parse(pattern) else {
+                continue;
+            };
+            if !p.matches(to) {
+                continue;
+            }
+            match rule.grant {
+                Grant::Deny => return HostDecision::Denied(pattern.clone()),
+                Grant::Allow => {
+                    allowed = true;
+                    private |= rule.private && p.is_exact();
+                }
+                Grant::Ask => {}
+            }
+        }
+        if allowed {
+            HostDecision::Allowed { private }
+        } else {
+            HostDecision::Unlisted
+        }
     }
 
     /// Whether the allow of an upstream tool covers the definition it has now (`hash`): an
@@ -711,6 +933,81 @@ mod tests {
         let back = serde_json::to_value(&c).unwrap();
         assert_eq!(back["modes"]["fast"], 1);
         assert!(back.get("grantz").is_some());
+    }
+
+    #[test]
+    fn host_patterns_parse_match_and_deny_wins() {
+        let to = |host: &str, port: u16| HostPort {
+            host: host.into(),
+            port,
+            default_port: port == 443,
+        };
+        for (text, shown) in [
+            ("*", "*"),
+            ("*.Example.org", "*.example.org"),
+            ("API.example.org", "api.example.org"),
+            ("example.org:8443", "example.org:8443"),
+            ("127.0.0.1:8080", "127.0.0.1:8080"),
+            ("[0:0::1]:8080", "[::1]:8080"),
+        ] {
+            assert_eq!(HostPattern::parse(text).unwrap().to_string(), shown);
+        }
+        for bad in [
+            "",
+            "a.*.org",
+            "https://a.org",
+            "a.org/x",
+            "a.org:0",
+            "::1",
+            "é.org",
+            "a..b",
+        ] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad}");
+        }
+        let sub = HostPattern::parse("*.example.org").unwrap();
+        assert!(sub.matches(&to("a.example.org", 443)));
+        assert!(sub.matches(&to("a.b.example.org", 443)));
+        assert!(!sub.matches(&to("example.org", 443)));
+        assert!(!sub.matches(&to("badexample.org", 443)));
+        let port = HostPattern::parse("example.org:8443").unwrap();
+        assert!(port.matches(&to("example.org", 8443)));
+        assert!(!port.matches(&to("example.org", 443)));
+
+        let mut c = Config::default();
+        assert_eq!(c.host_decision(&to("a.org", 443)), HostDecision::Unlisted);
+        let rule = |grant, private| HostRule { grant, private };
+        c.hosts.insert("*".into(), rule(Grant::Allow, false));
+        c.hosts.insert("evil.org".into(), rule(Grant::Deny, false));
+        c.hosts
+            .insert("127.0.0.1:8080".into(), rule(Grant::Allow, true));
+        assert!(c.validate().is_ok());
+        assert_eq!(
+            c.host_decision(&to("a.org", 443)),
+            HostDecision::Allowed { private: false }
+        );
+        assert_eq!(
+            c.host_decision(&to("evil.org", 443)),
+            HostDecision::Denied("evil.org".into())
+        );
+        assert_eq!(
+            c.host_decision(&to("127.0.0.1", 8080)),
+            HostDecision::Allowed { private: true }
+        );
+        assert_eq!(
+            c.host_decision(&to("127.0.0.1", 8081)),
+            HostDecision::Allowed { private: false }
+        );
+        // a config that says what lmcp would not write fails to load (and lmcp fails closed)
+        for (key, r) in [
+            ("*.a.org", rule(Grant::Allow, true)),
+            ("a.org", rule(Grant::Ask, false)),
+            ("A.org", rule(Grant::Allow, false)),
+            ("http://a.org", rule(Grant::Allow, false)),
+        ] {
+            let mut bad = Config::default();
+            bad.hosts.insert(key.into(), r);
+            assert!(bad.validate().is_err(), "{key}");
+        }
     }
 
     #[test]

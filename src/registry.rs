@@ -251,6 +251,15 @@ pub struct ToolSpec {
     /// The tool's own refusals the gate runs before it asks anyone (see [`Precheck`]).
     #[serde(skip)]
     pub precheck: Option<Precheck>,
+    /// For a tool that reaches a host over the network (`http_request`): the host a call
+    /// reaches. The gate then grants it by host (`lmcp hosts`), and refuses it inside a
+    /// program whose `---@connect` lines do not name that host.
+    #[serde(skip)]
+    pub reaches: Option<Reaches>,
+    /// For programs exposed as tools: the hosts they may reach (their `---@connect` lines, or
+    /// the literal hosts of their JSON steps' URLs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub connect: Vec<String>,
 }
 
 impl ToolSpec {
@@ -274,7 +283,21 @@ impl ToolSpec {
             summarize: None,
             resolve: None,
             precheck: None,
+            reaches: None,
+            connect: Vec::new(),
         }
+    }
+
+    /// Declares the host a call reaches (see [`ToolSpec::reaches`]).
+    pub fn reaching(mut self, f: Reaches) -> Self {
+        self.reaches = Some(f);
+        self
+    }
+
+    /// Declares the hosts this program may reach (see [`ToolSpec::connect`]).
+    pub fn connects(mut self, hosts: Vec<String>) -> Self {
+        self.connect = hosts;
+        self
     }
 
     /// Marks another MCP server's tool, with the hash of its definition (see
@@ -422,6 +445,8 @@ pub struct Resolved {
     pub program: AnyProgram,
     /// The tools it may call, for the gate to work out and show its scope.
     pub capabilities: Capabilities,
+    /// The hosts it may reach (`---@connect`), shown with its scope.
+    pub connect: Vec<String>,
     /// False for a plan (`recipe_run` without `confirm`): its state-changing calls preview.
     pub for_real: bool,
 }
@@ -434,6 +459,10 @@ pub type Resolver = fn(&dyn Caller, &Value) -> Result<Resolved>;
 /// call that would be refused anyway. The handler still checks what it opens; this only
 /// refuses earlier.
 pub type Precheck = fn(&dyn Caller, &Value) -> Result<()>;
+
+/// The host a call of a network tool reaches, from its validated arguments (an error when
+/// they name none it may reach, such as a URL that is not http or https).
+pub type Reaches = fn(&Value) -> Result<crate::config::HostPort>;
 
 /// What a handler receives: validated arguments, the call's context, and the caller for nested
 /// calls (which go back through the gate).

@@ -256,6 +256,34 @@ function tools.friction_log(args) end
 ---@return get_datetime_result
 function tools.get_datetime(args) end
 
+---@class http_request_args
+---@field url string http:// or https:// URL
+---@field method? "GET"|"HEAD"|"POST"|"PUT"|"PATCH"|"DELETE"|"OPTIONS" The HTTP method
+---@field headers? table Request headers, by name
+---@field body? string A text body
+---@field json? any A JSON body (sent with Content-Type: application/json)
+---@field timeout_secs? number Give up after this many seconds (within the call's own deadline)
+---@field follow_redirects? boolean Follow redirects, each hop's host checked again
+---@field max_bytes? integer Keep at most this many bytes of the body and mark it truncated, instead of failing past the limit
+---@class http_request_result
+---@field status integer
+---@field headers table
+---@field body? string
+---@field body_base64? string
+---@field json? any
+---@field truncated boolean
+---Send an HTTP or HTTPS request and return the response: {status, headers, json} when the body is
+---JSON, else {status, headers, body}, and truncated. Effect send for every method. A host must be
+---allowed (`lmcp hosts allow HOST`) or a person asked, and a program reaches only the hosts its
+---`---@connect` lines name. Loopback, private, link-local and metadata addresses are never reached
+---without an exact `--private` grant. Redirects are followed (at most 10), each hop checked again;
+---credentials are dropped on a hop to another host. The body read is at most
+---limits.http_response_mb (8 MiB).
+---effect: send
+---@param args http_request_args
+---@return http_request_result|Preview
+function tools.http_request(args) end
+
 ---@class list_dir_args
 ---@field path? string Folder path; default: the workspace
 ---@class list_dir_result

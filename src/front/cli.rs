@@ -189,6 +189,11 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<super::servers::ServersCommand>,
     },
+    /// The hosts `http_request` may reach without asking, or never: list, allow, deny, remove.
+    Hosts {
+        #[command(subcommand)]
+        action: Option<super::hosts::HostsCommand>,
+    },
     /// Turn anonymous friction signals on or off, or set where they go.
     Signals {
         #[command(subcommand)]
@@ -692,6 +697,10 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
         Command::Servers { action } => {
             let action = action.unwrap_or(super::servers::ServersCommand::List);
             super::servers::servers(host, action, json).await
+        }
+        Command::Hosts { action } => {
+            let action = action.unwrap_or(super::hosts::HostsCommand::List);
+            super::hosts::hosts(host, action, json)
         }
         Command::Pdf(args) => super::pdf::pdf(host, args, json).await,
         Command::Grants { action } => grants(host, action.unwrap_or(GrantsCommand::List), json),

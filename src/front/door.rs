@@ -513,6 +513,7 @@ mod tests {
             summary: String::new(),
             why: String::new(),
             calls: Vec::new(),
+            hosts: Vec::new(),
             every_time,
         }
     }

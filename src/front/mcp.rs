@@ -156,7 +156,11 @@ fn can_elicit(ctx: &RequestContext<RoleServer>) -> bool {
 
 /// The question a person sees in the client, and the form it answers with.
 fn elicitation_params(asked: &ConfirmRequest) -> Value {
-    let calls = crate::gate::calls_line(&asked.calls);
+    let calls = format!(
+        "{}{}",
+        crate::gate::calls_line(&asked.calls),
+        crate::gate::hosts_line(&asked.hosts)
+    );
     json!({
         "mode": "form",
         "message": format!(
@@ -166,7 +170,7 @@ fn elicitation_params(asked: &ConfirmRequest) -> Value {
             if asked.destructive { ", destructive" } else { "" },
             escape_controls(&asked.summary),
             escape_controls(&asked.why),
-            if calls.is_empty() { String::new() } else { format!(". {}", calls.trim()) }
+            if calls.is_empty() { String::new() } else { format!(". {}", calls.trim().replace("\n  ", "; ")) }
         ),
         "requestedSchema": {
             "type": "object",
@@ -805,6 +809,7 @@ mod tests {
                 effect: Effect::Write,
                 destructive: true,
             }],
+            hosts: Vec::new(),
             every_time: false,
         };
         let message = elicitation_params(&asked)["message"]
@@ -832,6 +837,7 @@ mod tests {
             summary: String::new(),
             why: String::new(),
             calls: Vec::new(),
+            hosts: Vec::new(),
             every_time: false,
         };
         let mut pending = HashMap::new();

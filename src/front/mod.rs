@@ -20,6 +20,7 @@
 //! | `session_scope.rs` | the REPL's session slots, where those locals live between lines       |
 //! | `skill.rs`         | `lmcp skill ...`: install, show, configure and call skills            |
 //! | `servers.rs`       | `lmcp servers ...`: other MCP servers, their tools behind the gate    |
+//! | `hosts.rs`         | `lmcp hosts ...`: the hosts `http_request` may reach, or never       |
 //! | `mcp.rs`           | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)        |
 //! | `lines.rs`         | the line filter before rmcp: parse errors (-32700), line bound        |
 //! | `http.rs`          | `lmcp serve --http`: the same server over Streamable HTTP             |
@@ -30,6 +31,7 @@ pub mod cli;
 pub mod complete;
 pub mod docs;
 pub mod door;
+pub mod hosts;
 pub mod http;
 pub mod http_sessions;
 pub mod keep;

@@ -109,6 +109,7 @@ pub async fn run_file(host: &Arc<Host>, args: RunArgs, json: bool) -> Result<u8>
     let mode = decided.mode;
     let mut ctx = CallContext::root(Origin::Cli, mode).with_confirmer(decided.confirmer);
     ctx.approve(&decided.approved);
+    ctx.approve_hosts(&decided.hosts);
     let journal = journal_for(host, &args, mode, &program)?;
     if let Some(j) = &journal {
         ctx = ctx.with_journal(Arc::clone(j));

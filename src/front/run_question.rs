@@ -29,6 +29,8 @@ pub(crate) struct Decided {
     ///
     /// [`CallContext::approve`]: crate::gate::CallContext
     pub approved: Vec<ShownCall>,
+    /// The hosts the person's yes covers (the script's `---@connect` lines).
+    pub hosts: Vec<String>,
 }
 
 /// Asks the person about `program`'s scope, when there is a person to ask and anything to ask
@@ -40,6 +42,7 @@ pub(crate) async fn decide(host: &Host, program: &Program, person: RunPerson) ->
                 mode: ConfirmMode::Confirmed,
                 confirmer: Arc::new(AlwaysYes),
                 approved: Vec::new(),
+                hosts: Vec::new(),
             });
         }
         RunPerson::Nobody => return Ok(dry_run()),
@@ -53,6 +56,7 @@ pub(crate) async fn decide(host: &Host, program: &Program, person: RunPerson) ->
             mode: ConfirmMode::Confirmed,
             confirmer: prompt,
             approved: Vec::new(),
+            hosts: Vec::new(),
         });
     }
     match prompt.ask(question(&program.name, &scope, any)).await {
@@ -60,6 +64,7 @@ pub(crate) async fn decide(host: &Host, program: &Program, person: RunPerson) ->
             mode: ConfirmMode::Confirmed,
             confirmer: prompt,
             approved: scope.calls,
+            hosts: scope.hosts,
         }),
         Answer::CannotAsk => Ok(dry_run()),
         Answer::No | Answer::Dismissed | Answer::Failed(_) => Err(Error::Denied {
@@ -77,6 +82,7 @@ fn dry_run() -> Decided {
         mode: ConfirmMode::Preview,
         confirmer: Arc::new(NoPerson),
         approved: Vec::new(),
+        hosts: Vec::new(),
     }
 }
 
@@ -97,6 +103,17 @@ fn question(name: &str, scope: &Scope, any: bool) -> String {
         s.push_str("  A yes lets exactly these run in this run");
         s
     };
+    if !scope.hosts.is_empty() {
+        let hosts: Vec<String> = scope
+            .hosts
+            .iter()
+            .map(|h| escape_controls(h).into_owned())
+            .collect();
+        s.push_str(&format!(
+            ";\n  its requests may reach only these hosts (its ---@connect): {}",
+            hosts.join(", ")
+        ));
+    }
     s.push_str(
         "; a tool whose own grant is ask still asks each time.\n  \
          Without a yes nothing runs.\n",

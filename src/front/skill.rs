@@ -277,10 +277,16 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                     // the one wording of what a program may call ("no tools" for an empty
                     // `---@uses`)
                     let calls = s.program.capabilities.describe();
+                    let reach = if s.program.connect.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; may reach: {}", s.program.connect.join(", "))
+                    };
                     super::door::outln(&format!(
-                        "  script {:<20} may call: {}",
+                        "  script {:<20} may call: {}{}",
                         s.name,
-                        escape_controls(&calls)
+                        escape_controls(&calls),
+                        escape_controls(&reach)
                     ));
                 }
                 if let Some(note) = skills::secrets_note(&package.md, &scripts) {
@@ -387,7 +393,21 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                             Value::String(t) => t.clone(),
                             other => other.to_string(),
                         };
-                        format!("{} (may call {may})", s["name"].as_str().unwrap_or("?"))
+                        let reach = match s["may_reach"].as_array() {
+                            Some(hosts) => format!(
+                                " and reach {}",
+                                hosts
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            None => String::new(),
+                        };
+                        format!(
+                            "{} (may call {may}{reach})",
+                            s["name"].as_str().unwrap_or("?")
+                        )
                     })
                     .collect();
                 errln!(

@@ -42,6 +42,9 @@ impl ShownCall {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Approval {
     shown: Vec<ShownCall>,
+    /// The hosts shown (a program's `---@connect` patterns): a request to another host is not
+    /// covered, whatever tool makes it.
+    hosts: Vec<String>,
 }
 
 impl Approval {
@@ -59,6 +62,22 @@ impl Approval {
                 self.shown.push(c.clone());
             }
         }
+    }
+
+    /// Adds the hosts a person just said yes to.
+    pub fn extend_hosts(&mut self, hosts: &[String]) {
+        for h in hosts {
+            if !self.hosts.contains(h) {
+                self.hosts.push(h.clone());
+            }
+        }
+    }
+
+    /// Whether a request to `to` was among the hosts shown.
+    pub fn covers_host(&self, to: &crate::config::HostPort) -> bool {
+        self.hosts
+            .iter()
+            .any(|h| crate::config::HostPattern::parse(h).is_ok_and(|p| p.matches(to)))
     }
 
     /// What was approved so far.
@@ -88,5 +107,21 @@ mod tests {
         assert!(!a.covers("write_file", Effect::Write, true));
         assert!(!a.covers("write_file", Effect::Send, false));
         assert!(!a.covers("run_command", Effect::Write, false));
+    }
+
+    #[test]
+    fn covers_only_the_hosts_shown() {
+        let to = |h: &str, port: u16| crate::config::HostPort {
+            host: h.into(),
+            port,
+            default_port: port == 443,
+        };
+        let mut a = Approval::default();
+        assert!(!a.covers_host(&to("hooks.example.org", 443)));
+        a.extend_hosts(&["hooks.example.org".into(), "*.api.example.org".into()]);
+        assert!(a.covers_host(&to("hooks.example.org", 443)));
+        assert!(a.covers_host(&to("eu.api.example.org", 443)));
+        assert!(!a.covers_host(&to("api.example.org", 443)));
+        assert!(!a.covers_host(&to("evil.example.org", 443)));
     }
 }

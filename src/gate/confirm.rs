@@ -52,6 +52,9 @@ pub struct ConfirmRequest {
     pub why: String,
     /// For a program: every state-changing call it may make. A yes covers exactly these.
     pub calls: Vec<ShownCall>,
+    /// For a program: the hosts its requests may reach (`---@connect`). A yes covers these
+    /// hosts and no others.
+    pub hosts: Vec<String>,
     /// The tool's own grant is `ask`: it is asked every time, whatever was approved before.
     pub every_time: bool,
 }
@@ -314,6 +317,7 @@ pub fn render_prompt(request: &ConfirmRequest) -> String {
         }
     }
     s.push_str(&calls_line(&request.calls));
+    s.push_str(&hosts_line(&request.hosts));
     s.push_str("Allow? [y/N] ");
     s
 }
@@ -329,6 +333,21 @@ pub fn calls_line(calls: &[ShownCall]) -> String {
         .collect();
     format!(
         "  yes covers exactly these state-changing calls: {}\n",
+        list.join(", ")
+    )
+}
+
+/// "  its requests may reach only: a.org, b.org\n", or "" for none.
+pub fn hosts_line(hosts: &[String]) -> String {
+    if hosts.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = hosts
+        .iter()
+        .map(|h| escape_controls(h).into_owned())
+        .collect();
+    format!(
+        "  its requests may reach only these hosts: {}\n",
         list.join(", ")
     )
 }
@@ -358,6 +377,7 @@ mod tests {
             summary: "write 500 bytes to a.txt".into(),
             why: "the grant for destructive tools is ask".into(),
             calls: Vec::new(),
+            hosts: Vec::new(),
             every_time: false,
         }
     }

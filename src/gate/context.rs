@@ -84,6 +84,15 @@ pub struct Progress {
 /// Where progress reports go: a CLI progress line, MCP notifications, or nowhere.
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// What the program a call runs inside declared: the tools it may call and the hosts its
+/// requests may reach.
+#[derive(Debug)]
+struct Restriction {
+    program: String,
+    capabilities: Capabilities,
+    connect: Vec<String>,
+}
+
 /// The context of one call. Cheap to clone.
 #[derive(Clone)]
 pub struct CallContext {
@@ -98,8 +107,8 @@ pub struct CallContext {
     progress: Option<ProgressSink>,
     confirm: ConfirmMode,
     confirmer: Arc<dyn Confirmer>,
-    /// The program this call runs inside, if it declared what it may call: (program, capabilities).
-    restrictions: Option<Arc<(String, Capabilities)>>,
+    /// The program this call runs inside, if it declared what it may call.
+    restrictions: Option<Arc<Restriction>>,
     /// What a person said yes to in this call tree: the state-changing calls they were shown.
     approval: Option<Arc<Approval>>,
     /// The plan of the program this call runs in, if a runner records one.
@@ -296,19 +305,57 @@ impl CallContext {
     /// call. A program is only ever reached through a call its parent's restriction allowed (a
     /// gateway or workflow it declared), so inside it its own declaration is what holds: it can
     /// call nothing its parent did not let it be called for, and no more than it declared.
-    pub fn restricted(mut self, program: &str, capabilities: Capabilities) -> Self {
-        self.restrictions = Some(Arc::new((program.to_string(), capabilities)));
+    /// Its requests, likewise, reach only the hosts it declared (`connect`).
+    pub fn restricted(
+        mut self,
+        program: &str,
+        capabilities: Capabilities,
+        connect: Vec<String>,
+    ) -> Self {
+        self.restrictions = Some(Arc::new(Restriction {
+            program: program.to_string(),
+            capabilities,
+            connect,
+        }));
         self
     }
 
-    /// The first program whose declared capabilities refuse `spec`, if any.
+    /// The program whose declared capabilities refuse `spec`, if any.
     pub(crate) fn refusing_program(
         &self,
         spec: &crate::registry::ToolSpec,
-    ) -> Option<&(String, Capabilities)> {
+    ) -> Option<(&str, &Capabilities)> {
         self.restrictions
             .as_deref()
-            .filter(|(_, caps)| !caps.allows(spec))
+            .filter(|r| !r.capabilities.allows(spec))
+            .map(|r| (r.program.as_str(), &r.capabilities))
+    }
+
+    /// Why a request to `to` is refused by the program this call runs in (its `---@connect`
+    /// lines do not name the host), if it is. Outside any program, nothing refuses it here.
+    pub fn connect_refusal(&self, to: &crate::config::HostPort) -> Option<String> {
+        let r = self.restrictions.as_deref()?;
+        let named = r
+            .connect
+            .iter()
+            .any(|h| crate::config::HostPattern::parse(h).is_ok_and(|p| p.matches(to)));
+        if named {
+            return None;
+        }
+        Some(if r.connect.is_empty() {
+            format!(
+                "`{}` declares no host, so it makes no request; a Lua program names the hosts \
+                 it reaches with `---@connect HOST` lines in its header (`---@connect {}`)",
+                r.program, to
+            )
+        } else {
+            format!(
+                "`{}` may reach {} (its `---@connect` lines, or the hosts its steps' URLs name), \
+                 and `{to}` is not among them",
+                r.program,
+                r.connect.join(", ")
+            )
+        })
     }
 
     /// What a person said yes to in this call tree, if anything.
@@ -320,6 +367,16 @@ impl CallContext {
     pub(crate) fn approve(&mut self, calls: &[ShownCall]) {
         let mut a = self.approval.as_deref().cloned().unwrap_or_default();
         a.extend(calls);
+        self.approval = Some(Arc::new(a));
+    }
+
+    /// Records a person's yes to requests to `hosts` for this call and everything nested in it.
+    pub(crate) fn approve_hosts(&mut self, hosts: &[String]) {
+        if hosts.is_empty() {
+            return;
+        }
+        let mut a = self.approval.as_deref().cloned().unwrap_or_default();
+        a.extend_hosts(hosts);
         self.approval = Some(Arc::new(a));
     }
 

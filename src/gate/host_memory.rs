@@ -23,6 +23,7 @@
 //! | `src/script/bridge.rs` | a tool call's arguments as JSON, until the call returns |
 //! | `src/script/convert.rs` | the JSON a Lua table becomes, as it grows (a subtable mentioned many times is a copy each time) |
 //! | `src/script/api.rs` | `json.encode`'s text as serde writes it, and the hold `gsub` builds on, until Lua has copied them |
+//! | `src/tools/http.rs` | an `http_request` response body as it arrives, until the call returns it (a server that sends more than the run may hold) |
 //! | `src/script/patterns.rs` | the string `gsub` builds, as it grows (a replacement of 4,096 `%0`s) |
 //!
 //! What Lua itself allocates (`string.rep`, `string.format`, `table.concat`, tables) is the VM's

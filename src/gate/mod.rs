@@ -53,14 +53,14 @@ pub use approval::{Approval, ShownCall};
 pub use caller::Caller;
 pub use confirm::{
     AlwaysYes, Answer, AnswerFuture, ConfirmRequest, Confirmer, NoPerson, Scripted, TtyPrompt,
-    calls_line, render_prompt, shorten,
+    calls_line, hosts_line, render_prompt, shorten,
 };
 pub use context::{
     CallContext, CallRequest, ConfirmMode, Origin, Outcome, Preview, Progress, ProgressSink,
 };
 pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
 pub use host_memory::{Held, HostMemory, JSON_VALUE_COST, LuaShare, json_cost};
-pub use plan::{Plan, plan_hash};
+pub use plan::{Plan, plan_hash, plan_hash_reaching};
 pub use scope::Scope;
 
 use std::sync::Arc;
@@ -68,7 +68,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::config::{Config, Grant, Pin};
+use crate::config::{Config, Grant, HostDecision, HostPort, Pin};
 use crate::error::{Error, SchemaProblem};
 use crate::registry::{Availability, Effect, Invocation, Tool};
 
@@ -168,6 +168,7 @@ async fn decide_and_run(
 
     // 1b. capabilities: inside a program that declared what it may call, nothing else runs
     if let Some((program, caps)) = ctx.refusing_program(spec) {
+        let program = program.to_string();
         return Outcome::Denied {
             reason: format!(
                 "`{program}` may call {} (its declared capabilities), and `{name}` is not among them",
@@ -245,6 +246,49 @@ async fn decide_and_run(
         };
     }
 
+    // 4b. where a request goes: only to a host its program declared (`---@connect`), and by
+    // the host rules (`lmcp hosts`), which stand in for the effect's grant: a deny wins, an
+    // allowed host runs without asking, any other host asks. A rule for the tool's own name
+    // only makes it stricter (`ask` asks every time, `deny` refused above): an allow of
+    // `http_request` allows no host
+    let target = match spec.reaches {
+        None => None,
+        Some(reaches) => match reaches(&args) {
+            Ok(to) => Some(to),
+            Err(e) => return Outcome::Failed(e),
+        },
+    };
+    let mut host_why = None;
+    if let Some(to) = &target {
+        if let Some(reason) = ctx.connect_refusal(to) {
+            return Outcome::Denied {
+                reason,
+                tool: name.to_string(),
+            };
+        }
+        let asks_always = config.grants.get(name) == Some(&Grant::Ask);
+        match config.host_decision(to) {
+            HostDecision::Denied(pattern) => {
+                return Outcome::Denied {
+                    reason: format!(
+                        "the host `{to}` is denied by the hosts rule `{pattern}` (a deny wins); \
+                         `lmcp hosts remove {pattern}` removes it"
+                    ),
+                    tool: name.to_string(),
+                };
+            }
+            HostDecision::Allowed { .. } if !asks_always => grant = Grant::Allow,
+            HostDecision::Unlisted => {
+                grant = Grant::Ask;
+                host_why = Some(format!(
+                    "the host `{to}` is not among the allowed hosts (`lmcp hosts allow {to}` \
+                     allows it)"
+                ));
+            }
+            _ => {}
+        }
+    }
+
     // 5. modes
     let changes_state = effect.changes_state();
     if config.modes.read_only && changes_state {
@@ -294,9 +338,9 @@ async fn decide_and_run(
         });
     }
     let per_tool_ask = config.grants.get(name) == Some(&Grant::Ask);
-    let covered = ctx
-        .approval()
-        .is_some_and(|a| a.covers(name, effect, destructive));
+    let covered = ctx.approval().is_some_and(|a| {
+        a.covers(name, effect, destructive) && target.as_ref().is_none_or(|to| a.covers_host(to))
+    });
     let why = if per_tool_ask {
         Some(format!("the {grant_source} is ask, so it asks every time"))
     } else if let Some(pin) = unpinned {
@@ -313,6 +357,8 @@ async fn decide_and_run(
         })
     } else if covered {
         None // a person said yes to a program that showed this call
+    } else if let Some(why) = &host_why {
+        Some(why.clone())
     } else if grant == Grant::Ask {
         Some(format!("the {grant_source} is ask"))
     } else if mode == ConfirmMode::Ask && changes_state {
@@ -344,13 +390,17 @@ async fn decide_and_run(
             } else {
                 Vec::new()
             },
+            hosts: scope.as_ref().map(|s| s.hosts.clone()).unwrap_or_default(),
         };
         let answer = tokio::select! {
             a = ctx.confirmer().confirm(&request) => a,
             _ = ctx.cancel_token().cancelled() => return Outcome::Failed(Error::Cancelled),
         };
         match answer {
-            Answer::Yes => ctx.approve(&calls),
+            Answer::Yes => {
+                ctx.approve(&calls);
+                ctx.approve_hosts(&request.hosts);
+            }
             Answer::No => {
                 return Outcome::Denied {
                     tool: name.to_string(),
@@ -367,7 +417,10 @@ async fn decide_and_run(
                 return Outcome::NeedsConfirmation {
                     reason: format!(
                         "{why} and nobody could be asked; {}",
-                        how_to_allow(ctx.door(), name)
+                        match (&host_why, &target) {
+                            (Some(_), Some(to)) => how_to_allow_host(ctx.door(), to),
+                            _ => how_to_allow(ctx.door(), name),
+                        }
                     ),
                     tool: name.to_string(),
                 };
@@ -469,6 +522,23 @@ fn how_to_allow(door: Origin, tool: &str) -> String {
     }
 }
 
+/// How a person can let a request to `to` run, in the words of the door the call came through.
+fn how_to_allow_host(door: Origin, to: &HostPort) -> String {
+    match door {
+        Origin::Mcp => format!(
+            "this MCP client cannot ask a person (it does not support elicitation): use a client \
+             that can, or allow the host in a terminal with `lmcp hosts allow {to}`"
+        ),
+        Origin::Repl => format!(
+            "answer at the prompt on a terminal, switch with `/confirm yes`, or allow the host \
+             with `lmcp hosts allow {to}`"
+        ),
+        Origin::Cli | Origin::Program => {
+            format!("confirm with --yes, or allow the host with `lmcp hosts allow {to}`")
+        }
+    }
+}
+
 fn program_scope(
     host: &Arc<dyn Caller>,
     tool: &Tool,
@@ -479,14 +549,15 @@ fn program_scope(
     if let Some(resolve) = spec.resolve {
         let resolved = resolve(host.as_ref(), args)?;
         let for_real = resolved.for_real && mode != ConfirmMode::Preview;
-        let scope = Scope::of(host.registry(), &resolved.capabilities, for_real);
+        let scope = Scope::of(host.registry(), &resolved.capabilities, for_real)
+            .with_hosts(&resolved.connect);
         return Ok((Some(resolved.program), Some(scope)));
     }
     Ok((
         None,
-        spec.capabilities
-            .as_ref()
-            .map(|c| Scope::of(host.registry(), c, mode != ConfirmMode::Preview)),
+        spec.capabilities.as_ref().map(|c| {
+            Scope::of(host.registry(), c, mode != ConfirmMode::Preview).with_hosts(&spec.connect)
+        }),
     ))
 }
 

@@ -174,6 +174,17 @@ pub fn plan_hash(entries: &[Value]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
+/// The hash of a plan whose program may reach `hosts` (its `---@connect` lines, or its steps'
+/// literal hosts): the hosts are part of what was shown, so a program that names another host
+/// has another hash even before any request is made. Without hosts, [`plan_hash`].
+pub fn plan_hash_reaching(entries: &[Value], hosts: &[String]) -> String {
+    if hosts.is_empty() {
+        return plan_hash(entries);
+    }
+    let bytes = serde_json::to_vec(&json!({"hosts": hosts, "calls": entries})).unwrap_or_default();
+    format!("{:x}", Sha256::digest(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

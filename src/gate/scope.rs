@@ -13,6 +13,9 @@ pub struct Scope {
     pub idempotent: bool,
     /// Whether any tool it may call reaches outside the host.
     pub open_world: bool,
+    /// The hosts its requests may reach (its `---@connect` lines): shown with the calls, and
+    /// a yes covers these hosts and no others.
+    pub hosts: Vec<String>,
 }
 
 impl Scope {
@@ -53,7 +56,14 @@ impl Scope {
                 .collect(),
             idempotent: specs.iter().all(|s| s.annotations.idempotent_hint),
             open_world: specs.iter().any(|s| s.annotations.open_world_hint),
+            hosts: Vec::new(),
         }
+    }
+
+    /// This scope with the hosts the program may reach.
+    pub fn with_hosts(mut self, hosts: &[String]) -> Scope {
+        self.hosts = hosts.to_vec();
+        self
     }
 
     /// The strongest effect among the calls; read when there are none.

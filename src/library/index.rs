@@ -76,6 +76,9 @@ pub(super) struct Indexed {
     effect: Effect,
     annotations: Annotations,
     capabilities: Option<Capabilities>,
+    /// The hosts its requests may reach (see `ToolSpec::connect`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    connect: Vec<String>,
 }
 
 impl Indexed {
@@ -89,6 +92,7 @@ impl Indexed {
             effect: spec.effect,
             annotations: spec.annotations,
             capabilities: spec.capabilities.clone(),
+            connect: spec.connect.clone(),
         }
     }
 
@@ -106,7 +110,8 @@ impl Indexed {
             self.input_schema.clone(),
         )
         .effect(self.effect, self.annotations)
-        .kind(Kind::Workflow);
+        .kind(Kind::Workflow)
+        .connects(self.connect.clone());
         match &self.capabilities {
             Some(c) => spec.capabilities(c.clone()),
             None => spec,
@@ -118,10 +123,11 @@ impl Indexed {
 const MAX_INDEX_BYTES: u64 = 64 << 20;
 
 /// What `version` says for this lmcp: the package version, and a format number raised when
-/// the same version would index a program differently (2: a skill's modules are no tools, #34),
-/// so an index written before is compiled again rather than trusted.
+/// the same version would index a program differently (2: a skill's modules are no tools, #34;
+/// 3: a program's hosts, #36), so an index written before is compiled again rather than
+/// trusted.
 fn this_version() -> String {
-    format!("{}+2", env!("CARGO_PKG_VERSION"))
+    format!("{}+3", env!("CARGO_PKG_VERSION"))
 }
 
 fn path(host: &Host) -> PathBuf {

@@ -353,6 +353,7 @@ fn compile_steps(
     }
     let mut body: Vec<Step> = Vec::with_capacity(steps.len());
     let mut tools: Vec<String> = Vec::new();
+    let mut connect: Vec<String> = Vec::new();
     let mut ids: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{steps_at}/{i}");
@@ -411,6 +412,13 @@ fn compile_steps(
         // Check what can already be seen: literals, and exact params by their type.
         check_args(&tool, &instance, &refs, &params)
             .map_err(|(pointer, m)| Problem::at(format!("{args_at}{pointer}"), m))?;
+        if tool.spec().reaches.is_some() {
+            let host =
+                literal_host(template).map_err(|m| Problem::at(format!("{args_at}/url"), m))?;
+            if !connect.contains(&host) {
+                connect.push(host);
+            }
+        }
         if !tools.contains(tool_name) {
             tools.push(tool_name.clone());
         }
@@ -425,9 +433,57 @@ fn compile_steps(
         description: source.description.clone(),
         params,
         capabilities: Capabilities::Tools(tools),
+        connect,
         timeout: source.timeout.or(policy.default_timeout),
         body: Body::Steps(body),
     })
+}
+
+/// The host a JSON step's request reaches, from its `url` argument: the scheme and the host
+/// (with its port) must be literal, so the program's hosts are known when it is saved and shown
+/// before it runs. A parameter or an earlier step's result may fill the path or the query
+/// (`https://api.example.org/items/${id}`), never the host: text after a literal host without
+/// a `/`, `?` or `#` could still change it (`https://example.org${evil}`).
+fn literal_host(template: &Template) -> std::result::Result<String, String> {
+    const WHY: &str = "a request's scheme and host must be literal, so the hosts a program \
+                       reaches are known before it runs: write them in the URL and let a \
+                       parameter fill only the path or the query (`https://api.example.org/\
+                       items/${id}`)";
+    let literal: String = match template {
+        Template::Interpolated(v) => match v.get("url") {
+            Some(Value::String(s)) => {
+                let parts = interpolate::parse(s)?;
+                let all_text = parts.iter().all(|p| matches!(p, Part::Text(_)));
+                let mut prefix = String::new();
+                for part in &parts {
+                    match part {
+                        Part::Text(t) => prefix.push_str(t),
+                        _ => break,
+                    }
+                }
+                if all_text {
+                    prefix
+                } else {
+                    authority_prefix(&prefix).ok_or(WHY)?
+                }
+            }
+            _ => return Err(WHY.into()),
+        },
+        Template::Placeholders(v) => match v.get("url") {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(WHY.into()),
+        },
+    };
+    let (_, to) = crate::net::target(&literal)?;
+    Ok(to.to_string())
+}
+
+/// The `scheme://host[:port]` a URL's literal beginning holds, when the host is closed by a
+/// `/`, `?` or `#` within it.
+fn authority_prefix(prefix: &str) -> Option<String> {
+    let after = prefix.find("://")? + 3;
+    let end = prefix[after..].find(['/', '?', '#'])? + after;
+    Some(prefix[..end].to_string())
 }
 
 /// Checks one reference in the arguments of step `i` (whose id is `id`): a parameter must be
@@ -612,6 +668,7 @@ fn compile_lua_body(
         description,
         params,
         capabilities,
+        connect: header.connect.clone(),
         timeout: source.timeout.or(header.timeout).or(policy.default_timeout),
         body: Body::Lua(LuaBody {
             source: text.to_string(),

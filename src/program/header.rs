@@ -11,6 +11,7 @@
 //! ---@param limit? integer=10 How many words to return
 //! ---@timeout 30
 //! ---@uses read_file, calculate
+//! ---@connect api.example.org
 //! ```
 //!
 //! The header is the leading block of `--` comment lines (a `#!` line and blank lines may come
@@ -227,6 +228,8 @@ pub struct Header {
     pub timeout: Option<Duration>,
     /// `---@uses`: the tools the program may call; `None` when not declared.
     pub uses: Option<Vec<String>>,
+    /// `---@connect`: the host patterns its requests may reach (empty: none).
+    pub connect: Vec<String>,
     /// The line of the first `---@uses`, for messages about what it lists.
     #[serde(skip)]
     pub uses_line: Option<usize>,
@@ -264,6 +267,9 @@ const LUALS_TAGS: &[&str] = &[
     "generic",
     "overload",
 ];
+
+/// Most hosts one program's `---@connect` lines name.
+pub const MAX_CONNECT: usize = 64;
 
 /// Longest timeout a header may declare, in seconds.
 pub const MAX_TIMEOUT_SECS: f64 = 3600.0;
@@ -385,12 +391,37 @@ impl Header {
                         }
                     }
                 }
+                "connect" => {
+                    for host in value.split([',', ' ']).filter(|s| !s.is_empty()) {
+                        let pattern = crate::config::HostPattern::parse(host)
+                            .map_err(|m| bad(line_no, format!("@connect: {m}")))?
+                            .to_string();
+                        if !h.connect.contains(&pattern) {
+                            if h.connect.len() == MAX_CONNECT {
+                                return Err(bad(
+                                    line_no,
+                                    format!(
+                                        "@connect names more than {MAX_CONNECT} hosts, the most \
+                                         a program may"
+                                    ),
+                                ));
+                            }
+                            h.connect.push(pattern);
+                        }
+                    }
+                    if value.is_empty() {
+                        return Err(bad(
+                            line_no,
+                            "@connect needs a host, like `---@connect api.example.org`",
+                        ));
+                    }
+                }
                 t if LUALS_TAGS.contains(&t) => {}
                 other => {
                     return Err(bad(
                         line_no,
                         format!(
-                            "unknown tag `@{other}`; lmcp reads @name, @description, @param, @timeout and @uses"
+                            "unknown tag `@{other}`; lmcp reads @name, @description, @param, @timeout, @uses and @connect"
                         ),
                     ));
                 }
@@ -593,7 +624,7 @@ fn default_value(kind: ParamType, text: &str) -> std::result::Result<Value, Stri
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str = "#!/usr/bin/env lmcp\n---@name user_word_count\n---@description Count the words\n---@description of a text.\n---@param text string The text to count\n---@param limit? integer=10 How many words to return\n---@param sep? string=\" \" The separator\n---@param strict boolean\n---@timeout 30\n---@uses calculate, read_file\n---@return table\nlocal x = 1\n---@param late string ignored: the header ended\n";
+    const EXAMPLE: &str = "#!/usr/bin/env lmcp\n---@name user_word_count\n---@description Count the words\n---@description of a text.\n---@param text string The text to count\n---@param limit? integer=10 How many words to return\n---@param sep? string=\" \" The separator\n---@param strict boolean\n---@timeout 30\n---@uses calculate, read_file\n---@connect API.example.org, *.hooks.example.org\n---@connect [::1]:8080\n---@return table\nlocal x = 1\n---@param late string ignored: the header ended\n";
 
     #[test]
     fn reads_the_example_header() {
@@ -621,6 +652,10 @@ mod tests {
             h.uses,
             Some(vec!["calculate".to_string(), "read_file".to_string()])
         );
+        assert_eq!(
+            h.connect,
+            ["api.example.org", "*.hooks.example.org", "[::1]:8080"]
+        );
         let schema = h.params_schema();
         assert_eq!(schema["required"], json!(["text", "strict"]));
         assert!(jsonschema::meta::is_valid(&schema));
@@ -647,6 +682,9 @@ mod tests {
             ("---@parm x string", 1, "unknown tag `@parm`"),
             ("---@uses Read-File", 1, "not a tool name"),
             ("---@param 1x string", 1, "not a valid parameter name"),
+            ("---@connect", 1, "@connect needs a host"),
+            ("-- x\n---@connect http://a.org/", 2, "name only the host"),
+            ("---@connect a.*.org", 1, "may only stand alone"),
         ];
         for (src, line, what) in cases {
             let e = Header::parse(src, "t.lua").unwrap_err();

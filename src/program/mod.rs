@@ -63,6 +63,9 @@ pub struct Program {
     pub params: Vec<ParamSpec>,
     /// The tools it may call; the gate refuses any other call made while it runs.
     pub capabilities: Capabilities,
+    /// The hosts it may reach, as patterns: a Lua program's `---@connect` lines, or the literal
+    /// hosts of its JSON steps' URLs. Empty: it makes no request.
+    pub connect: Vec<String>,
     /// How long it may run; the configured Lua timeout when not given.
     pub timeout: Option<Duration>,
     /// Steps or Lua.
@@ -75,6 +78,7 @@ impl Program {
     pub fn resolved(self, for_real: bool) -> Resolved {
         Resolved {
             capabilities: self.capabilities.clone(),
+            connect: self.connect.clone(),
             program: Arc::new(self),
             for_real,
         }
@@ -82,7 +86,7 @@ impl Program {
 
     /// What this program may do when run for real (or as a plan).
     pub fn scope(&self, registry: &Registry, for_real: bool) -> Scope {
-        Scope::of(registry, &self.capabilities, for_real)
+        Scope::of(registry, &self.capabilities, for_real).with_hosts(&self.connect)
     }
 
     /// A hash of what the program is (name, parameters, body): a run journal is resumed only

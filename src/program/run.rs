@@ -54,6 +54,10 @@ pub struct RunReport {
     /// Every state-changing call of the run, those of nested programs included, in order: what
     /// the plan hash is made of.
     pub calls: Vec<Value>,
+    /// The hosts the program's requests may reach (its `---@connect` lines, or its steps'
+    /// literal hosts): part of what the plan hash covers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// The last step's result, or the Lua program's return value.
     pub result: Value,
     /// Captured output of a Lua program.
@@ -163,7 +167,11 @@ pub async fn run(
     let ctx = &ctx
         .clone()
         .in_run(host.config().limits.script().memory)
-        .restricted(&program.name, program.capabilities.clone());
+        .restricted(
+            &program.name,
+            program.capabilities.clone(),
+            program.connect.clone(),
+        );
     match mode {
         RunMode::AsCalled => {
             let plan = Plan::new(parent);
@@ -193,7 +201,7 @@ pub async fn run(
             let check = Plan::new(None);
             let preview = ctx.lowered(ConfirmMode::Preview).with_plan(check.clone());
             run_once(host, &preview, program, &params, &check).await?;
-            let now = check.hash();
+            let now = crate::gate::plan_hash_reaching(&check.entries(), &program.connect);
             if now != expected {
                 return Err(Error::Refused(format!(
                     "the plan changed since it was approved (approved {}, now {}); nothing ran. \
@@ -246,6 +254,7 @@ async fn run_body(
         plan_hash: String::new(),
         steps: Vec::new(),
         calls: Vec::new(),
+        hosts: program.connect.clone(),
         result: Value::Null,
         output: String::new(),
         records: Vec::new(),
@@ -279,7 +288,7 @@ async fn run_body(
         )));
     }
     report.calls = plan.entries();
-    report.plan_hash = crate::gate::plan_hash(&report.calls);
+    report.plan_hash = crate::gate::plan_hash_reaching(&report.calls, &program.connect);
     Ok(report)
 }
 
@@ -429,7 +438,11 @@ pub async fn run_lua(
     };
     let ctx = ctx
         .clone()
-        .restricted(&program.name, program.capabilities.clone())
+        .restricted(
+            &program.name,
+            program.capabilities.clone(),
+            program.connect.clone(),
+        )
         .with_timeout(timeout);
     let script = Script {
         source: body.source.clone(),

@@ -7,6 +7,7 @@
 //! | `files.rs`    | `read_file`, `write_file`, `list_dir`   | read / write  |
 //! | `command.rs`  | `run_command`                           | write (destructive, full profile) |
 //! | `friction.rs` | `report_friction`, `friction_flush`, `friction_log` | send / read           |
+//! | `http.rs`     | `http_request` (hosts granted by `lmcp hosts`, `---@connect`) | send         |
 //! | `assets.rs`   | `workspace_*`, `asset_*`                 | read / write                      |
 //! | `pdf/`        | `build_image_pdf` (layout, streaming writer, prepared planes, re-coding) | write |
 //! | `jpeg.rs`     | (no tool) reads JPEG headers for `pdf/`  |                                   |
@@ -19,6 +20,7 @@ pub mod command;
 pub mod datetime;
 pub mod files;
 pub mod friction;
+pub mod http;
 pub mod jpeg;
 pub mod pdf;
 
@@ -36,6 +38,7 @@ pub fn register_builtins(registry: &Registry) -> Result<()> {
     registry.register_builtin(friction::spec(), friction::handler_fn())?;
     registry.register_builtin(friction::flush_spec(), friction::flush_handler())?;
     registry.register_builtin(friction::log_spec(), friction::log_handler())?;
+    registry.register_builtin(http::spec(), http::handler_fn())?;
     registry.register_builtin(pdf::spec(), pdf::handler_fn())?;
     for (spec, handler) in assets::tools() {
         registry.register_builtin(spec, handler)?;

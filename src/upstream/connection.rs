@@ -749,6 +749,7 @@ impl UpstreamClient {
                 self.server, call.tool
             ),
             calls: Vec::new(),
+            hosts: Vec::new(),
             every_time: true,
         };
         let answer = tokio::select! {

@@ -42,3 +42,4 @@ mod store;
 mod terminal;
 mod types;
 mod upstream;
+mod web;

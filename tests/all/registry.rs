@@ -151,6 +151,36 @@ fn undeclared(result: &Value, schema: &Value, at: &str, out: &mut Vec<String>) {
     }
 }
 
+/// A server on loopback that answers each of its first connections with one of `bodies`
+/// (content type, body), in order.
+fn tiny_server(bodies: &[(&'static str, &'static str)]) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let bodies = bodies.to_vec();
+    std::thread::spawn(move || {
+        for (kind, body) in bodies {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
 /// Every tool that declares an output schema declares a portable one, and every kind of
 /// result it returns meets it with no field left undeclared: here each such tool is called
 /// (its failures included, where they are results), and a tool that gains a schema without
@@ -210,6 +240,33 @@ async fn results_meet_their_output_schemas() {
         ),
         ("report_friction", json!({"friction_type": "other"})),
     ];
+    // `http_request` against a one-shot server on loopback, granted by its exact address
+    let web = tiny_server(&[
+        ("application/json", "{\"a\":[1,2]}"),
+        ("text/plain", "plain text"),
+    ]);
+    t.host
+        .update_config(|c| {
+            c.hosts.insert(
+                web.to_string(),
+                lmcp::config::HostRule {
+                    grant: lmcp::config::Grant::Allow,
+                    private: true,
+                },
+            );
+            Ok(())
+        })
+        .unwrap();
+    let calls: Vec<(&'static str, Value)> = calls
+        .into_iter()
+        .chain([
+            ("http_request", json!({"url": format!("http://{web}/a")})),
+            (
+                "http_request",
+                json!({"url": format!("http://{web}/b"), "max_bytes": 5}),
+            ),
+        ])
+        .collect();
     for (name, args) in calls {
         results.push((name, call(name, args).await));
     }

@@ -201,7 +201,8 @@ pub fn compile(registry: &Registry, definition: Definition) -> Result<Compiled> 
     )
     .effect(effect, annotations)
     .kind(Kind::Workflow)
-    .capabilities(program.capabilities.clone());
+    .capabilities(program.capabilities.clone())
+    .connects(program.connect.clone());
     Ok(Compiled {
         definition,
         program,

@@ -190,6 +190,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
                 "name": c.spec.name,
                 "effect": c.spec.effect,
                 "may_call": c.program.capabilities.describe(),
+                "may_reach": c.program.connect,
                 "input_schema": c.spec.input_schema,
                 "replaced": replaced,
             }))

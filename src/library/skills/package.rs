@@ -652,10 +652,19 @@ pub fn secrets_note(md: &SkillMd, scripts: &[(String, String)]) -> Option<String
         .map(|(name, code)| {
             let name = name.strip_suffix(".lua").unwrap_or(name);
             let uses = declared_uses(code);
-            if uses.is_empty() {
-                format!("{name} (read tools only)")
+            // the hosts its requests may reach: where a secret may be sent
+            let hosts = crate::program::Header::parse(code, name)
+                .map(|h| h.connect)
+                .unwrap_or_default();
+            let reach = if hosts.is_empty() {
+                String::new()
             } else {
-                format!("{name} (may call {})", uses.join(", "))
+                format!(" and reach {}", hosts.join(", "))
+            };
+            if uses.is_empty() {
+                format!("{name} (read tools only{reach})")
+            } else {
+                format!("{name} (may call {}{reach})", uses.join(", "))
             }
         })
         .collect();

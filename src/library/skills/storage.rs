@@ -271,14 +271,18 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
             if s.is_module() {
                 return json!({"name": s.name, "module_of": s.required_by});
             }
-            json!({
+            let mut row = json!({
                 "name": s.name,
                 "tool": tool_name(name, &s.name),
                 "description": (!s.program.description.is_empty()).then_some(&s.program.description),
                 "params": s.program.header().params_schema(),
                 "timeout_secs": s.program.timeout.unwrap_or(DEFAULT_TIMEOUT).as_secs_f64(),
                 "may_call": s.program.capabilities.describe(),
-            })
+            });
+            if !s.program.connect.is_empty() {
+                row["may_reach"] = json!(s.program.connect);
+            }
+            row
         })
         .collect();
     record["scripts"] = json!(scripts);

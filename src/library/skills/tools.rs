@@ -128,7 +128,8 @@ pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<Too
         )
         .effect(effect, annotations)
         .kind(Kind::Workflow)
-        .capabilities(caps);
+        .capabilities(caps)
+        .connects(s.program.connect.clone());
         host.registry()
             .register_or_replace(spec.clone(), script_handler(&package.md.name, &s.name))?;
         registered.push(spec);
@@ -269,9 +270,14 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
                 .iter()
                 .map(|s| match s.is_module() {
                     true => json!({"script": s.name, "module_of": s.required_by}),
-                    false => {
+                    false if s.program.connect.is_empty() => {
                         json!({"script": s.name, "may_call": s.program.capabilities.describe()})
                     }
+                    false => json!({
+                        "script": s.name,
+                        "may_call": s.program.capabilities.describe(),
+                        "may_reach": s.program.connect,
+                    }),
                 })
                 .collect();
             let (mut summary, updated) = install(&inv.host(), package)?;
