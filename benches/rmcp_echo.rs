@@ -83,7 +83,12 @@ fn relay(program: &str, args: &[String]) {
     let mut input = std::io::stdin().lock();
     let mut buf = vec![0u8; 1 << 16];
     while let Ok(n) = input.read(&mut buf) {
-        if n == 0 || to_child.write_all(&buf[..n]).and_then(|()| to_child.flush()).is_err() {
+        if n == 0
+            || to_child
+                .write_all(&buf[..n])
+                .and_then(|()| to_child.flush())
+                .is_err()
+        {
             break;
         }
     }

@@ -806,6 +806,8 @@ async fn history_and_friction_carry_no_url_host_or_header_values() {
             ))
             .await;
     }
+    // the history is written behind the calls: what they recorded goes out before it is read
+    t.host.history().flush().unwrap();
     let history = stdout(&lmcp_ok(t.home(), &["--json", "history"]));
     assert!(history.contains("http_request"), "{history}");
     let report = common::call(
