@@ -41,6 +41,8 @@ def main(lmcp: str, echo: str, calls: int, rounds: int) -> None:
             "direct": ([echo, "--serve"], "echo"),
             # the least any proxy adds: a process copying bytes both ways (rmcp_echo --relay)
             "bare relay": ([echo, "--relay", echo, "--serve"], "echo"),
+            # the least an MCP proxy on rmcp adds: its server and client, forwarding (--proxy)
+            "rmcp proxy": ([echo, "--proxy", echo, "--serve"], "echo"),
             "through lmcp": ([lmcp, "serve"], "mcp__echo__echo"),
         }
         p50: dict[str, list[float]] = {k: [] for k in paths}
@@ -64,6 +66,9 @@ def main(lmcp: str, echo: str, calls: int, rounds: int) -> None:
         relay = med(p50["bare relay"]) / med(p50["direct"])
         print(f"a bare relay / direct at p50: {relay:.2f}x (the floor of one more hop); "
               f"lmcp / bare relay at p50: {med(p50['through lmcp']) / med(p50['bare relay']):.2f}x")
+        floor = med(p50["rmcp proxy"]) / med(p50["direct"])
+        print(f"an rmcp proxy / direct at p50: {floor:.2f}x (rmcp's server and client forwarding, nothing "
+              f"else); lmcp / rmcp proxy at p50: {med(p50['through lmcp']) / med(p50['rmcp proxy']):.2f}x")
         import anyio
         from mcp import StdioServerParameters
 

@@ -6,7 +6,10 @@
 //!
 //! With `--relay PROGRAM [ARGS]...` it is instead the least any proxy can be: it starts PROGRAM
 //! and copies bytes between its own stdin/stdout and the child's, one thread each way, doing
-//! nothing else. `benches/proxy_roundtrip.py` measures it as the floor of an extra hop.
+//! nothing else. `benches/proxy_roundtrip.py` measures it as the floor of an extra hop. With
+//! `--proxy PROGRAM [ARGS]...` it is the least an MCP proxy built on rmcp can be: an rmcp server
+//! whose `tools/list` and `tools/call` are forwarded, as they are, by an rmcp client of PROGRAM
+//! (no gate, no history, no checks): what the SDK itself costs on both sides of a proxy.
 
 use std::sync::Arc;
 
@@ -60,6 +63,71 @@ impl ServerHandler for Echo {
     }
 }
 
+/// An rmcp server that forwards every tool call to an rmcp client of a child server.
+struct Forward {
+    upstream: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+}
+
+impl ServerHandler for Forward {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.upstream
+            .list_tools(request)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.upstream
+            .call_tool(request)
+            .await
+            .map(Into::into)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+/// Serves [`Forward`] on stdio, its client talking to `program`.
+fn proxy(program: &str, args: &[String]) {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the upstream");
+        let io = (
+            child.stdout.take().expect("piped"),
+            child.stdin.take().expect("piped"),
+        );
+        let upstream =
+            ().serve_with_lifecycle(io, ClientLifecycleMode::Initialize)
+                .await
+                .expect("the upstream's handshake");
+        let running = Forward { upstream }
+            .serve(rmcp::transport::stdio())
+            .await
+            .expect("the handshake");
+        let _ = running.waiting().await;
+    });
+}
+
 /// Copies bytes both ways between this process's stdio and a child's, until either side ends.
 fn relay(program: &str, args: &[String]) {
     use std::io::{Read, Write};
@@ -100,6 +168,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--relay") {
         relay(&args[at + 1], &args[at + 2..]);
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "--proxy") {
+        proxy(&args[at + 1], &args[at + 2..]);
         return;
     }
     if !std::env::args().any(|a| a == "--serve") {
