@@ -301,6 +301,7 @@ impl HostPattern {
             ));
         }
         if let Some(domain) = t.strip_prefix("*.") {
+            let domain = domain.strip_suffix('.').unwrap_or(domain);
             check_host_name(domain)?;
             return Ok(HostPattern::Subdomains(domain.to_ascii_lowercase()));
         }
@@ -320,7 +321,11 @@ impl HostPattern {
                 "" => None,
                 p => Some(parse_port(t, p.strip_prefix(':').unwrap_or(p))?),
             };
-            (format!("[{ip}]"), port)
+            // an IPv4 address written as IPv6 is that IPv4 address (as requests are judged)
+            match ip.to_ipv4_mapped() {
+                Some(v4) => (v4.to_string(), port),
+                None => (format!("[{ip}]"), port),
+            }
         } else if t.matches(':').count() > 1 {
             return Err(format!(
                 "`{t}`: write an IPv6 address in brackets (`[::1]` or `[::1]:8080`)"
@@ -329,6 +334,11 @@ impl HostPattern {
             let (h, p) = match t.split_once(':') {
                 Some((h, p)) => (h, Some(parse_port(t, p)?)),
                 None => (t, None),
+            };
+            // a fully qualified name's trailing dot names the same host
+            let h = match h.strip_suffix('.') {
+                Some(name) if !name.is_empty() => name,
+                _ => h,
             };
             check_host_name(h)?;
             (h.to_ascii_lowercase(), p)
@@ -340,10 +350,14 @@ impl HostPattern {
     pub fn matches(&self, to: &HostPort) -> bool {
         match self {
             HostPattern::Any => true,
-            HostPattern::Subdomains(d) => to
-                .host
-                .strip_suffix(d.as_str())
-                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            // names only: `*.2` never matches the address 192.0.2.2
+            HostPattern::Subdomains(d) => {
+                !is_ip_literal(&to.host)
+                    && to
+                        .host
+                        .strip_suffix(d.as_str())
+                        .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.'))
+            }
             HostPattern::Exact(h, port) => *h == to.host && port.is_none_or(|p| p == to.port),
         }
     }
@@ -363,6 +377,11 @@ impl fmt::Display for HostPattern {
             HostPattern::Exact(h, Some(p)) => write!(f, "{h}:{p}"),
         }
     }
+}
+
+/// Whether a host is an IP address (`127.0.0.1`, `[::1]`), not a name.
+fn is_ip_literal(host: &str) -> bool {
+    host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
 fn parse_port(pattern: &str, p: &str) -> std::result::Result<u16, String> {

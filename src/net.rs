@@ -61,7 +61,7 @@ pub fn target(url: &str) -> std::result::Result<(reqwest::Url, crate::config::Ho
     // lowercase and in its `xn--` form (the URL parser makes it so for http and https), an
     // IPv6 address in brackets
     let host = match parsed.host_str() {
-        Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
+        Some(h) if !h.is_empty() => rule_host(h),
         _ => return Err("the URL has no host".into()),
     };
     let port = parsed.port_or_known_default().unwrap_or(80);
@@ -71,6 +71,36 @@ pub fn target(url: &str) -> std::result::Result<(reqwest::Url, crate::config::Ho
         default_port: parsed.port().is_none(),
     };
     Ok((parsed, to))
+}
+
+/// The host as the `hosts` rules and `---@connect` lines judge it: lowercase, without the
+/// trailing dot of a fully qualified name (`ads.example.org.` is `ads.example.org`), and an
+/// IPv4 address written as IPv6 (mapped `[::ffff:a.b.c.d]`, compatible `[::a.b.c.d]`, NAT64
+/// `[64:ff9b::a.b.c.d]`) as the IPv4 address it carries, so no spelling slips past a rule that
+/// names the host.
+fn rule_host(h: &str) -> String {
+    let h = h.to_ascii_lowercase();
+    let h = match h.strip_suffix('.') {
+        Some(name) if !name.is_empty() && !name.ends_with('.') => name.to_string(),
+        _ => h,
+    };
+    if let Some(IpAddr::V6(v6)) = literal_ip(&h)
+        && let Some(v4) = carried_v4(v6)
+    {
+        return v4.to_string();
+    }
+    h
+}
+
+/// The IPv4 address an IPv6 one carries: mapped, compatible (not `::` or `::1`), NAT64.
+fn carried_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let carries = match s {
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0x64, 0xff9b, 0, 0, 0, 0, ..] => true,
+        [0, 0, 0, 0, 0, 0, ..] => !ip.is_unspecified() && !ip.is_loopback(),
+        _ => false,
+    };
+    carries.then(|| Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8))
 }
 
 /// The address a host names itself, when it is an IP literal (`127.0.0.1`, `[::1]`): such a
@@ -109,6 +139,9 @@ const BLOCKED_V4: &[([u8; 4], u8, &str)] = &[
     ),
     ([172, 16, 0, 0], 12, "172.16.0.0/12 (private)"),
     ([192, 0, 0, 0], 24, "192.0.0.0/24 (protocol assignments)"),
+    ([192, 0, 2, 0], 24, "192.0.2.0/24 (documentation)"),
+    ([198, 51, 100, 0], 24, "198.51.100.0/24 (documentation)"),
+    ([203, 0, 113, 0], 24, "203.0.113.0/24 (documentation)"),
     ([192, 168, 0, 0], 16, "192.168.0.0/16 (private)"),
     ([198, 18, 0, 0], 15, "198.18.0.0/15 (benchmarking)"),
     ([224, 0, 0, 0], 4, "224.0.0.0/4 (multicast)"),
@@ -132,18 +165,7 @@ fn blocked_v6(ip: Ipv6Addr) -> Option<&'static str> {
         return Some("::1 (loopback)");
     }
     // IPv4 carried in IPv6: mapped, compatible, NAT64
-    let carried = match s {
-        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 0, 0, 0, 0, ..] => {
-            Some(Ipv4Addr::new(
-                (s[6] >> 8) as u8,
-                s[6] as u8,
-                (s[7] >> 8) as u8,
-                s[7] as u8,
-            ))
-        }
-        _ => None,
-    };
-    if let Some(v4) = carried {
+    if let Some(v4) = carried_v4(ip) {
         return blocked_v4(v4);
     }
     match s[0] {
@@ -151,6 +173,7 @@ fn blocked_v6(ip: Ipv6Addr) -> Option<&'static str> {
         x if x & 0xffc0 == 0xfe80 => Some("fe80::/10 (link-local)"),
         x if x & 0xffc0 == 0xfec0 => Some("fec0::/10 (site-local)"),
         x if x & 0xff00 == 0xff00 => Some("ff00::/8 (multicast)"),
+        0x2001 if s[1] == 0x0db8 => Some("2001:db8::/32 (documentation)"),
         _ => None,
     }
 }

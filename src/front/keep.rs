@@ -32,6 +32,8 @@ pub struct Chunk {
     pub statement: bool,
     /// The tools it called, in order.
     pub tools: Vec<String>,
+    /// The hosts its `http_request` calls reached, in order.
+    pub hosts: Vec<String>,
 }
 
 /// A parameter lifted out of a chunk.
@@ -196,6 +198,15 @@ impl Kept {
             }
         }
         uses.sort_unstable();
+        let mut hosts: Vec<&str> = Vec::new();
+        for (i, c) in self.chunks.iter().enumerate() {
+            for h in c.hosts.iter().filter(|_| emitted(i, c)) {
+                if !hosts.contains(&h.as_str()) {
+                    hosts.push(h);
+                }
+            }
+        }
+        hosts.sort_unstable();
         let mut out = format!("---@name {name}\n---@description {description}\n");
         for l in &lifted {
             let default = serde_json::to_string(&l.value).unwrap_or_default();
@@ -205,6 +216,9 @@ impl Kept {
             ));
         }
         out.push_str(&format!("---@uses {}\n", uses.join(", ")));
+        for h in hosts {
+            out.push_str(&format!("---@connect {h}\n"));
+        }
         for (i, c) in self.chunks.iter().enumerate() {
             let mut lines: Vec<String> = c.source.lines().map(str::to_string).collect();
             for l in lifted.iter().filter(|l| l.chunk == i) {
@@ -383,7 +397,28 @@ mod tests {
             expression,
             statement,
             tools: tools.iter().map(|t| t.to_string()).collect(),
+            hosts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_hosts_a_session_reached_are_its_connect_lines() {
+        let mut k = Kept::default();
+        let mut c = chunk(
+            "tools.http_request{url = u}",
+            false,
+            false,
+            &["http_request"],
+        );
+        c.hosts = vec!["b.example.org".into(), "a.example.org:8443".into()];
+        k.push(c);
+        let p = k.program("web", "Reaches two hosts").unwrap();
+        assert!(
+            p.contains(
+                "---@uses http_request\n---@connect a.example.org:8443\n---@connect b.example.org\n"
+            ),
+            "{p}"
+        );
     }
 
     fn session() -> Kept {

@@ -517,14 +517,17 @@ impl Session {
             super::locals::for_session(source)
         };
         self.vm.take_called();
+        self.vm.take_connected();
         let ran = self.vm.exec_in(&chunk, "stdin", &scope);
         let tools = self.vm.take_called();
+        let hosts = self.vm.take_connected();
         let values = ran?;
         self.kept.push(Chunk {
             source: source.to_string(),
             expression,
             statement: !expression || self.vm.compile(source, "stdin").is_ok(),
             tools,
+            hosts,
         });
         let inspect = self.vm.exec("return require('inspect')", "repl")?;
         let inspect = match inspect.into_iter().next() {

@@ -91,6 +91,8 @@ struct Restriction {
     program: String,
     capabilities: Capabilities,
     connect: Vec<String>,
+    /// The program this one runs inside, if any: its hosts bound this one's too.
+    outer: Option<Arc<Restriction>>,
 }
 
 /// The context of one call. Cheap to clone.
@@ -305,17 +307,21 @@ impl CallContext {
     /// call. A program is only ever reached through a call its parent's restriction allowed (a
     /// gateway or workflow it declared), so inside it its own declaration is what holds: it can
     /// call nothing its parent did not let it be called for, and no more than it declared.
-    /// Its requests, likewise, reach only the hosts it declared (`connect`).
+    /// Its requests reach only the hosts it declared (`connect`) *and* every program it runs
+    /// inside declared: a yes to the outer program's hosts is a yes to those hosts only, so a
+    /// program it starts (a recipe it runs, a custom tool it calls) cannot reach further.
     pub fn restricted(
         mut self,
         program: &str,
         capabilities: Capabilities,
         connect: Vec<String>,
     ) -> Self {
+        let outer = self.restrictions.take();
         self.restrictions = Some(Arc::new(Restriction {
             program: program.to_string(),
             capabilities,
             connect,
+            outer,
         }));
         self
     }
@@ -334,14 +340,19 @@ impl CallContext {
     /// Why a request to `to` is refused by the program this call runs in (its `---@connect`
     /// lines do not name the host), if it is. Outside any program, nothing refuses it here.
     pub fn connect_refusal(&self, to: &crate::config::HostPort) -> Option<String> {
-        let r = self.restrictions.as_deref()?;
-        let named = r
-            .connect
-            .iter()
-            .any(|h| crate::config::HostPattern::parse(h).is_ok_and(|p| p.matches(to)));
-        if named {
-            return None;
-        }
+        // the innermost program whose hosts leave `to` out, walking out to the outermost
+        let mut level = self.restrictions.as_deref();
+        let r = loop {
+            let r = level?;
+            let named = r
+                .connect
+                .iter()
+                .any(|h| crate::config::HostPattern::parse(h).is_ok_and(|p| p.matches(to)));
+            if !named {
+                break r;
+            }
+            level = r.outer.as_deref();
+        };
         Some(if r.connect.is_empty() {
             format!(
                 "`{}` declares no host, so it makes no request; a Lua program names the hosts \

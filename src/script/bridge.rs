@@ -80,6 +80,19 @@ pub(super) fn call_tool(
             );
         }
     };
+    // the hosts a recorded session's requests reach, for the `---@connect` lines of what it
+    // becomes (the REPL's /save)
+    if s.recording.load(Ordering::Relaxed)
+        && name == "http_request"
+        && let Some(url) = json.get("url").and_then(Json::as_str)
+        && let Ok((_, to)) = crate::net::target(url)
+    {
+        let host = to.to_string();
+        let mut connected = s.connected.lock().unwrap_or_else(|p| p.into_inner());
+        if !connected.contains(&host) {
+            connected.push(host);
+        }
+    }
     let ctx = s.ctx.lock().unwrap_or_else(|p| p.into_inner()).child();
     let request = match s.host.registry().get(name) {
         Some(tool) => {

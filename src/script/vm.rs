@@ -110,6 +110,8 @@ pub(super) struct RunState {
     pub(super) recording: AtomicBool,
     /// The tools called since the last [`Vm::take_called`], in order, each once.
     pub(super) called: Mutex<Vec<String>>,
+    /// The hosts its `http_request` calls named, while recording (see [`Vm::take_connected`]).
+    pub(super) connected: Mutex<Vec<String>>,
 }
 
 impl Drop for Vm {
@@ -414,6 +416,7 @@ impl Vm {
             _lua_share: lua_share,
             recording: AtomicBool::new(false),
             called: Mutex::new(Vec::new()),
+            connected: Mutex::new(Vec::new()),
         });
         if run.0.set(Arc::clone(&state)).is_err() {
             unreachable!("a fresh state is bound to one run, once");
@@ -588,6 +591,17 @@ impl Vm {
     /// The tools called (whatever their outcome) since the last take, in order, each once.
     pub fn take_called(&self) -> Vec<String> {
         std::mem::take(&mut *self.state.called.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The hosts the `http_request` calls recorded so far named (`host` or `host:port`), taken.
+    pub fn take_connected(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .state
+                .connected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
     }
 
     /// The previews recorded so far, taken (the host memory they held goes with them).

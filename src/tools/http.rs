@@ -304,11 +304,17 @@ fn hop_allowed(
         ))),
         HostDecision::Allowed { .. } => Ok(()),
         HostDecision::Unlisted if to.host == first.host && to.port == first.port => Ok(()),
-        HostDecision::Unlisted => Err(Error::Refused(format!(
-            "{TOOL}: a redirect to `{to}` was refused: that host is not among the allowed \
-             hosts, and a redirect is never asked about (`lmcp hosts allow {to}` allows it); \
-             nothing was sent there"
-        ))),
+        HostDecision::Unlisted => {
+            // an address no request reaches by default needs the exact grant with --private
+            let private = crate::net::literal_ip(&to.host)
+                .and_then(crate::net::blocked)
+                .map_or("", |_| " --private");
+            Err(Error::Refused(format!(
+                "{TOOL}: a redirect to `{to}` was refused: that host is not among the allowed \
+                 hosts, and a redirect is never asked about (`lmcp hosts allow {to}{private}` \
+                 allows it); nothing was sent there"
+            )))
+        }
     }
 }
 
@@ -378,14 +384,23 @@ async fn read_response(
     let status = response.status().as_u16();
     let mut headers = Map::new();
     for (k, v) in response.headers() {
-        let Ok(v) = v.to_str() else { continue };
+        // a value that is not ASCII is kept as text (UTF-8, or lossy), never dropped: what a
+        // server sends is shown (escaped on a terminal), not hidden
+        let v = String::from_utf8_lossy(v.as_bytes());
+        // repeated headers joined as HTTP joins them; Set-Cookie values hold commas of their
+        // own, so they are joined with a newline instead
+        let join = if k == reqwest::header::SET_COOKIE {
+            "\n"
+        } else {
+            ", "
+        };
         match headers.get_mut(k.as_str()) {
             Some(Value::String(s)) => {
-                s.push_str(", ");
-                s.push_str(v);
+                s.push_str(join);
+                s.push_str(&v);
             }
             _ => {
-                headers.insert(k.as_str().to_string(), Value::String(v.to_string()));
+                headers.insert(k.as_str().to_string(), Value::String(v.into_owned()));
             }
         }
     }

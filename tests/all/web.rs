@@ -616,6 +616,75 @@ fn a_lua_program_without_connect_is_refused() {
     assert!(server.got().is_empty());
 }
 
+/// A program's hosts bound every program it starts: a Lua program that declared one host cannot
+/// reach another through a recipe it runs, with the host built at run time.
+#[test]
+fn a_nested_program_reaches_no_host_its_outer_program_did_not_declare() {
+    let server = start(None);
+    let home = tempfile::tempdir().unwrap();
+    allow_private(home.path(), &server.host());
+    let url = server.url("/json");
+    let file = script(
+        home.path(),
+        "nested.lua",
+        &format!(
+            "---@uses http_request recipe_run\n---@connect hooks.example.org\n\
+             local url = '{url}'\n\
+             return tools.recipe_run{{confirm = true, manifest = {{name = 'inner',\n\
+               lua = '---@uses http_request\\n---@connect {host}\\nreturn tools.http_request{{url = \"' .. url .. '\"}}'}}}}\n",
+            host = server.host()
+        ),
+    );
+    let out = lmcp(home.path(), &["run", &file, "--yes"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let e = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(e.contains("may reach hooks.example.org"), "{e}");
+    assert!(
+        server.got().is_empty(),
+        "the nested program reached the server"
+    );
+}
+
+/// A deny names a host however the URL spells it: a trailing dot, or an IPv4 address written as
+/// IPv6; and `*.` patterns match names, never addresses.
+#[test]
+fn a_deny_holds_for_every_spelling_of_its_host() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    lmcp_ok(h, &["hosts", "allow", "*"]);
+    lmcp_ok(h, &["hosts", "deny", "ads.example.org"]);
+    lmcp_ok(h, &["hosts", "deny", "203.0.113.9"]);
+    for url in [
+        "http://ads.example.org./x",
+        "http://ADS.example.org/x",
+        "http://[::ffff:203.0.113.9]:8080/x",
+        "http://[64:ff9b::cb00:7109]/x",
+    ] {
+        let out = lmcp(h, &["call", "http_request", &format!("url={url}"), "--yes"]);
+        assert_eq!(out.status.code(), Some(3), "{url}: {}", stderr(&out));
+        assert!(stderr(&out).contains("deny"), "{url}: {}", stderr(&out));
+    }
+    // documentation ranges are never reachable by default, even under `*`
+    for url in ["http://192.0.2.2:18080/", "http://[2001:db8::1]/"] {
+        let out = lmcp(h, &["call", "http_request", &format!("url={url}"), "--yes"]);
+        assert!(!out.status.success(), "{url}");
+        assert!(
+            stderr(&out).contains("documentation"),
+            "{url}: {}",
+            stderr(&out)
+        );
+    }
+    // a wildcard of labels does not match an address ending in them
+    let home = tempfile::tempdir().unwrap();
+    lmcp_ok(home.path(), &["hosts", "allow", "*.113.9"]);
+    let out = lmcp(
+        home.path(),
+        &["call", "http_request", "url=http://203.0.113.9/", "--yes"],
+    );
+    assert!(!stderr(&out).contains("Allowed"), "{}", stderr(&out));
+    assert!(!out.status.success());
+}
+
 fn recipe(name: &str, url: &str) -> Value {
     json!({
         "name": name,
