@@ -572,6 +572,9 @@ impl Config {
                     "servers.{name}: give either a command or a url, not both or neither"
                 ));
             }
+            if let Some(url) = &server.url {
+                check_endpoint(url).map_err(|e| format!("servers.{name}.url: {e}"))?;
+            }
             if let Some(pin) = server
                 .pins
                 .keys()
@@ -655,7 +658,8 @@ impl Config {
             Some(d) if d.0 >= by_effect.0 => d,
             _ => by_effect,
         };
-        if server.is_some() && rule.0 == Grant::Allow {
+        if server.is_some() {
+            // no rule names it: it asks (a deny was returned above)
             return (Grant::Ask, GrantSource::Upstream);
         }
         rule
@@ -940,6 +944,18 @@ mod tests {
         let second = repair(&paths).unwrap().unwrap();
         assert_ne!(second, aside);
         assert_eq!(std::fs::read_to_string(&aside).unwrap(), "{broken");
+    }
+
+    #[test]
+    fn a_server_url_by_hand_meets_the_same_rule_as_one_added() {
+        for url in ["http://192.0.2.1:9/mcp", "file:///etc/passwd"] {
+            let c: Config = serde_json::from_value(serde_json::json!({
+                "servers": {"s": {"url": url}}
+            }))
+            .unwrap();
+            let e = c.validate().unwrap_err();
+            assert!(e.contains("servers.s.url"), "{e}");
+        }
     }
 
     #[test]

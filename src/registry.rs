@@ -409,6 +409,30 @@ impl ToolSpec {
                 };
             }
         }
+        // another server's tool runs only while its server is there and switched on (a
+        // running `lmcp serve` sees `lmcp servers disable` or `remove` at its next call)
+        if self.definition.is_some()
+            && let Some(server) = crate::config::upstream_server(&self.name)
+        {
+            match config.servers.get(server) {
+                None => {
+                    return Availability::Unavailable {
+                        reason: UnavailableReason::DisabledByConfig,
+                        detail: format!("the MCP server `{server}` was removed"),
+                    };
+                }
+                Some(s) if s.disabled => {
+                    return Availability::Unavailable {
+                        reason: UnavailableReason::DisabledByConfig,
+                        detail: format!(
+                            "the MCP server `{server}` is disabled; enable it with `lmcp \
+                             servers enable {server}`"
+                        ),
+                    };
+                }
+                Some(_) => {}
+            }
+        }
         if self.definition.is_some()
             && transport != Transport::Local
             && let Some(server) = crate::config::upstream_server(&self.name)
@@ -947,7 +971,10 @@ impl Registry {
 /// ASCII letters, digits and `_` (every other character was made `_`).
 pub fn check_name(name: &str) -> Result<()> {
     let upstream = crate::config::upstream_server(name).is_some();
+    // `mcp__` names only ever another server's tool: one the server part cannot be read from
+    // (`mcp__s__`, `mcp__x`) would escape every rule that names its server
     let ok = !name.is_empty()
+        && (upstream || !name.starts_with(crate::config::UPSTREAM_PREFIX))
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| {
@@ -981,12 +1008,18 @@ mod tests {
         sync_handler(|_| Ok(Value::Null))
     }
 
-    /// Another server's tool is not available over HTTP unless its server is marked for it:
-    /// the gate's availability, not the profile (which only decides what is listed).
+    /// Another server's tool runs only while its server is there and switched on, and over
+    /// HTTP only when its server is marked for it: the gate's availability, not the profile
+    /// (which only decides what is listed).
     #[test]
-    fn upstream_tools_reach_remote_callers_only_when_their_server_says_so() {
+    fn upstream_tools_run_only_as_their_server_entry_says() {
         let tool = spec("mcp__fx__echo").from_upstream("h".repeat(64));
         let mut config = Config::default();
+        let server = crate::config::Server {
+            command: vec!["x".into()],
+            ..Default::default()
+        };
+        config.servers.insert("fx".into(), server);
         assert!(tool.availability(&config, Transport::Local).is_available());
         match tool.availability(&config, Transport::Remote) {
             Availability::Unavailable { detail, .. } => {
@@ -994,21 +1027,24 @@ mod tests {
             }
             Availability::Available => panic!("offered over HTTP unasked"),
         }
-        config.servers.insert(
-            "fx".into(),
-            crate::config::Server {
-                command: vec!["x".into()],
-                http: true,
-                ..Default::default()
-            },
-        );
+        config.servers.get_mut("fx").unwrap().http = true;
         assert!(tool.availability(&config, Transport::Remote).is_available());
+        // a disabled or removed server's tools do not run, at any door
+        config.servers.get_mut("fx").unwrap().disabled = true;
+        assert!(!tool.availability(&config, Transport::Local).is_available());
+        config.servers.clear();
+        assert!(!tool.availability(&config, Transport::Local).is_available());
         // a built-in's name that only looks like one is not another server's tool
         assert!(
             spec("mcp_thing")
                 .availability(&Config::default(), Transport::Remote)
                 .is_available()
         );
+        // names no server part can be read from are no tool's
+        for bad in ["mcp__s__", "mcp__x", "mcp____t"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        assert!(check_name("mcp__s__Get_Thing").is_ok());
     }
 
     static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -515,6 +515,7 @@ mod tests {
             calls: Vec::new(),
             hosts: Vec::new(),
             every_time,
+            asked_by: None,
         }
     }
 

@@ -156,6 +156,24 @@ fn can_elicit(ctx: &RequestContext<RoleServer>) -> bool {
 
 /// The question a person sees in the client, and the form it answers with.
 fn elicitation_params(asked: &ConfirmRequest) -> Value {
+    if let Some(who) = &asked.asked_by {
+        return json!({
+            "mode": "form",
+            "message": format!(
+                "{} asks (its words, not lmcp's): {} — {}",
+                escape_controls(who),
+                escape_controls(&asked.summary),
+                escape_controls(&asked.why),
+            ),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "allow": {"type": "boolean", "title": "Accept", "description": format!("Accept what {who} asks")}
+                },
+                "required": ["allow"]
+            }
+        });
+    }
     let calls = format!(
         "{}{}",
         crate::gate::calls_line(&asked.calls),
@@ -811,6 +829,7 @@ mod tests {
             }],
             hosts: Vec::new(),
             every_time: false,
+            asked_by: None,
         };
         let message = elicitation_params(&asked)["message"]
             .as_str()
@@ -839,6 +858,7 @@ mod tests {
             calls: Vec::new(),
             hosts: Vec::new(),
             every_time: false,
+            asked_by: None,
         };
         let mut pending = HashMap::new();
         for i in 0..2000 {

@@ -827,15 +827,31 @@ fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Foun
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let mut used: Vec<String> = taken.to_vec();
+    let mut used: Vec<String> = Vec::new();
     entries
         .into_iter()
         .map(|(original, entry)| {
             let added = (|| {
                 let name = import_name(&original)
                     .ok_or("its name has no letters or digits to make an lmcp name from")?;
-                if used.contains(&name) {
+                if taken.contains(&name) {
                     return Err(format!("the name `{name}` is taken here"));
+                }
+                if used.contains(&name) {
+                    return Err(format!(
+                        "another server in the file also becomes `{name}` here; add one of them \
+                         with `lmcp servers add`"
+                    ));
+                }
+                for unsupported in ["envFile", "cwd"] {
+                    if entry.get(unsupported).is_some() {
+                        return Err(format!(
+                            "it sets `{unsupported}`, which lmcp does not take; add it with `lmcp servers add`"
+                        ));
+                    }
+                }
+                if entry.get("url").is_some() && entry.get("command").is_some() {
+                    return Err("it gives both a command and a url".into());
                 }
                 if let Some(url) = entry.get("url") {
                     let url = url.as_str().ok_or("its url is not a string")?;
@@ -873,7 +889,12 @@ fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Foun
                     .filter(|c| !c.is_empty())
                     .ok_or("it has no command")?;
                 let mut words = vec![command.to_string()];
-                for a in entry.get("args").and_then(Value::as_array).into_iter().flatten() {
+                let args = match entry.get("args") {
+                    None | Some(Value::Null) => &[][..],
+                    Some(Value::Array(a)) => a.as_slice(),
+                    Some(_) => return Err("its args are not a list of strings".into()),
+                };
+                for a in args {
                     words.push(a.as_str().ok_or("an argument is not a string")?.to_string());
                 }
                 if words.iter().any(|w| w.contains("${input:")) {
@@ -1036,7 +1057,10 @@ mod tests {
             "remote": {"url": "https://example.org/mcp"},
             "asks": {"command": "x", "args": ["${input:key}"]},
             "files": {"command": "again"},
-            "taken": {"command": "y"}
+            "taken": {"command": "y"},
+            "stringargs": {"command": "z", "args": "--read-only"},
+            "both": {"command": "z", "url": "https://example.org/mcp"},
+            "cwd": {"command": "z", "cwd": "/tmp"}
         }});
         let found = found_servers(ImportFrom::ClaudeDesktop, &config, &["taken".into()]);
         let by = |n: &str| found.iter().find(|f| f.original == n).unwrap();
@@ -1049,7 +1073,22 @@ mod tests {
         let (_, remote, _) = by("remote").added.as_ref().unwrap();
         assert_eq!(remote.url.as_deref(), Some("https://example.org/mcp"));
         assert!(by("asks").added.as_ref().unwrap_err().contains("input"));
-        assert!(by("files").added.as_ref().unwrap_err().contains("taken"));
+        assert!(
+            by("files")
+                .added
+                .as_ref()
+                .unwrap_err()
+                .contains("also becomes")
+        );
+        assert!(
+            by("stringargs")
+                .added
+                .as_ref()
+                .unwrap_err()
+                .contains("not a list")
+        );
+        assert!(by("both").added.as_ref().unwrap_err().contains("both"));
+        assert!(by("cwd").added.as_ref().unwrap_err().contains("cwd"));
         assert!(by("taken").added.as_ref().unwrap_err().contains("taken"));
         // VS Code's own key
         let vs = json!({"servers": {"a": {"type": "stdio", "command": "a"}}});

@@ -57,6 +57,9 @@ pub struct ConfirmRequest {
     pub hosts: Vec<String>,
     /// The tool's own grant is `ask`: it is asked every time, whatever was approved before.
     pub every_time: bool,
+    /// Set when the question is not lmcp's but another's (an MCP server, during one of its
+    /// tools' calls): who asks. Shown as theirs, in their words, and never as a call to allow.
+    pub asked_by: Option<String>,
 }
 
 /// The future a confirmer returns.
@@ -299,6 +302,14 @@ fn read_answer(fd: i32, withdrawn: &std::sync::atomic::AtomicBool) -> std::io::R
 /// for a program every state-changing call it may make. Every string is shown with its control
 /// characters escaped, so nothing in it can rewrite the prompt.
 pub fn render_prompt(request: &ConfirmRequest) -> String {
+    if let Some(who) = &request.asked_by {
+        return format!(
+            "\n{} asks (its words, not lmcp's) — {}\n  {}\nAccept what it asks? [y/N] ",
+            escape_controls(who),
+            escape_controls(&request.why),
+            escape_controls(&request.summary),
+        );
+    }
     let mut s = format!(
         "\n{} wants to run ({}{}) — {}\n  {}\n",
         escape_controls(&request.tool),
@@ -378,6 +389,7 @@ mod tests {
             why: "the grant for destructive tools is ask".into(),
             calls: Vec::new(),
             hosts: Vec::new(),
+            asked_by: None,
             every_time: false,
         }
     }

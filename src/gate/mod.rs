@@ -228,8 +228,14 @@ async fn decide_and_run(
         return Outcome::Denied {
             reason: {
                 // name the rule that denied, so the hint changes the right one
+                let server_key = crate::config::upstream_server(name)
+                    .map(|s| format!("{}{s}", crate::config::UPSTREAM_PREFIX));
                 let key = if config.grants.get(name) == Some(&Grant::Deny) {
                     name.to_string()
+                } else if let Some(k) =
+                    server_key.filter(|k| config.grants.get(k.as_str()) == Some(&Grant::Deny))
+                {
+                    k
                 } else if destructive
                     && config.grants.get(crate::config::DESTRUCTIVE_KEY) == Some(&Grant::Deny)
                 {
@@ -301,7 +307,10 @@ async fn decide_and_run(
             tool: name.to_string(),
         };
     }
-    if config.modes.private && effect == Effect::Send {
+    // another server's tool that reaches outside this machine (so its server says, or does not
+    // say otherwise) is a send in private mode, whatever effect it claims
+    let leaves = spec.definition.is_some() && spec.annotations.open_world_hint;
+    if config.modes.private && (effect == Effect::Send || leaves) {
         return Outcome::Denied {
             reason: "private mode is on, so nothing is sent; turn it off with \
                      `lmcp mode private off`"
@@ -391,6 +400,7 @@ async fn decide_and_run(
                 Vec::new()
             },
             hosts: scope.as_ref().map(|s| s.hosts.clone()).unwrap_or_default(),
+            asked_by: None,
         };
         let answer = tokio::select! {
             a = ctx.confirmer().confirm(&request) => a,

@@ -110,7 +110,10 @@ pub fn store(host: &Host, server: &str, catalog: &Catalog) -> Result<()> {
     let mut sealed = catalog.clone();
     sealed.seal = Sealer::of(host)?.seal(SEAL_TAG, &sealed_text(server, catalog));
     store::ensure_dir(&folder(host))?;
-    store::write_json(&path(host, server), &sealed)
+    // readable by the person only: what a server said (its failure included) is theirs
+    let mut text = serde_json::to_vec_pretty(&sealed).unwrap_or_default();
+    text.push(b'\n');
+    store::atomic_write_private(&path(host, server), &text)
 }
 
 /// Forgets a server's catalog and logs.

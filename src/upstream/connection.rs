@@ -69,6 +69,8 @@ pub enum Reach {
         env: Vec<(String, String)>,
         /// Where its stderr goes.
         log: PathBuf,
+        /// The forms of its secret values, masked in what it prints.
+        secrets: Vec<String>,
     },
     /// A Streamable HTTP endpoint.
     Http {
@@ -125,7 +127,12 @@ impl Connection {
         };
         let mut child = None;
         let started = match &launch.reach {
-            Reach::Command { command, env, log } => {
+            Reach::Command {
+                command,
+                env,
+                log,
+                secrets,
+            } => {
                 let (program, args) = command
                     .split_first()
                     .ok_or_else(|| failed("it has no command".into()))?;
@@ -143,7 +150,12 @@ impl Connection {
                     ))
                 })?);
                 if let Some(stderr) = spawned.stderr.take() {
-                    tokio::spawn(keep_stderr(stderr, log.clone(), Arc::clone(&tail)));
+                    tokio::spawn(keep_stderr(
+                        stderr,
+                        log.clone(),
+                        Arc::clone(&tail),
+                        secrets.clone(),
+                    ));
                 }
                 let (Some(stdout), Some(stdin)) = (spawned.stdout.take(), spawned.stdin.take())
                 else {
@@ -230,11 +242,14 @@ impl Connection {
     pub async fn list_tools(&self) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         let mut cursor = None;
+        let mut bytes = 0usize;
+        // one bound for the whole list, however many pages it comes in
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
         for _ in 0..MAX_PAGES {
             let params = cursor
                 .take()
                 .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let page = tokio::time::timeout(START_TIMEOUT, self.client.list_tools(params))
+            let page = tokio::time::timeout_at(deadline, self.client.list_tools(params))
                 .await
                 .map_err(|_| {
                     self.failure(format!(
@@ -253,7 +268,19 @@ impl Connection {
                         limit: format!("{MAX_TOOLS} tools per server"),
                     });
                 }
-                out.push(serde_json::to_value(&tool).unwrap_or(Value::Null));
+                let definition = serde_json::to_value(&tool).unwrap_or(Value::Null);
+                bytes += crate::gate::json_cost(&definition);
+                if bytes > MAX_MESSAGE {
+                    return Err(Error::Limit {
+                        what: format!(
+                            "the tool list of the MCP server `{}` is over {} MiB",
+                            self.server,
+                            MAX_MESSAGE >> 20
+                        ),
+                        limit: format!("{} MiB of tool definitions per server", MAX_MESSAGE >> 20),
+                    });
+                }
+                out.push(definition);
             }
             match page.next_cursor {
                 Some(c) if !c.is_empty() => cursor = Some(c),
@@ -476,12 +503,15 @@ fn last_lines(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
     out
 }
 
-/// Copies a server's stderr to its log file (rotated past [`MAX_LOG`] to `NAME.log.1`), keeping
-/// the last lines in memory; lines are cut at 1 KiB.
+/// Copies a server's stderr to its log file (readable by the person only, rotated past
+/// [`MAX_LOG`] to `NAME.log.1`), keeping the last lines in memory; lines are cut at 1 KiB. The
+/// server's secret values are masked before either: a server that prints its token shows
+/// `********` in errors, listings and the log.
 async fn keep_stderr(
     stderr: tokio::process::ChildStderr,
     log: PathBuf,
     tail: Arc<Mutex<VecDeque<String>>>,
+    secrets: Vec<String>,
 ) {
     let mut lines = tokio::io::BufReader::new(stderr);
     let mut file = open_log(&log).await;
@@ -497,9 +527,10 @@ async fn keep_stderr(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        let text = String::from_utf8_lossy(&buf[..n.min(1024)])
-            .trim_end()
-            .to_string();
+        let line = String::from_utf8_lossy(&buf[..n]);
+        let masked = crate::text::redact(&line, &secrets).into_owned();
+        let mut text: String = masked.trim_end().chars().take(1024).collect();
+        text.truncate(text.trim_end().len());
         {
             let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
             if tail.len() == TAIL_LINES {
@@ -507,13 +538,14 @@ async fn keep_stderr(
             }
             tail.push_back(text);
         }
+        let n = masked.len();
         if size + n as u64 > MAX_LOG {
             let _ = tokio::fs::rename(&log, log.with_extension("log.1")).await;
             file = open_log(&log).await;
             size = 0;
         }
         if let Some(f) = file.as_mut()
-            && f.write_all(&buf[..n]).await.is_ok()
+            && f.write_all(masked.as_bytes()).await.is_ok()
         {
             size += n as u64;
         }
@@ -524,12 +556,11 @@ async fn open_log(path: &std::path::Path) -> Option<tokio::fs::File> {
     if let Some(dir) = path.parent() {
         let _ = tokio::fs::create_dir_all(dir).await;
     }
-    tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .await
-        .ok()
+    let mut options = tokio::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    options.open(path).await.ok()
 }
 
 /// Reads up to a newline or `max` bytes, whichever comes first.
@@ -561,14 +592,14 @@ async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
 /// The server's stdout as rmcp reads it, ended (as if the server had closed it) at the first
 /// line longer than [`MAX_MESSAGE`]: such a message is never held, and the calls waiting on it
 /// fail with the limit named.
-struct LineGuard {
-    inner: tokio::process::ChildStdout,
+struct LineGuard<R> {
+    inner: R,
     /// Bytes since the last newline.
     line: usize,
     signals: Arc<Signals>,
 }
 
-impl AsyncRead for LineGuard {
+impl<R: AsyncRead + Unpin> AsyncRead for LineGuard<R> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -588,11 +619,20 @@ impl AsyncRead for LineGuard {
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 let new = &buf.filled()[before..];
-                match memchr::memrchr(b'\n', new) {
-                    Some(i) => this.line = new.len() - i - 1,
-                    None => this.line += new.len(),
-                }
-                if this.line > MAX_MESSAGE {
+                // the longest line this chunk shows: the one it ends (begun before it), or the
+                // one it leaves open; lines wholly inside a chunk are shorter than the chunk
+                let longest = match (memchr::memchr(b'\n', new), memchr::memrchr(b'\n', new)) {
+                    (Some(first), Some(last)) => {
+                        let ended = this.line + first;
+                        this.line = new.len() - last - 1;
+                        ended.max(this.line)
+                    }
+                    _ => {
+                        this.line += new.len();
+                        this.line
+                    }
+                };
+                if longest >= MAX_MESSAGE {
                     *this
                         .signals
                         .broken
@@ -648,14 +688,15 @@ impl ActiveCalls {
         Entered { calls: self, token }
     }
 
-    /// The latest call in progress: the one a server's question is taken to be about (MCP does
-    /// not say which call a question belongs to).
-    fn latest(&self) -> Option<Arc<Active>> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last()
-            .map(|(_, a, _)| Arc::clone(a))
+    /// The one call in progress, which a server's question can only be about. MCP does not
+    /// say which call a question belongs to: with two or more in progress (sessions of
+    /// `serve --http` share a server) it cannot be told whose it is, and is asked of nobody.
+    fn only(&self) -> Option<Arc<Active>> {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        match calls.as_slice() {
+            [(_, a, _)] => Some(Arc::clone(a)),
+            _ => None,
+        }
     }
 
     /// Passes progress on to the call it is for, at most ten reports a second (and always the
@@ -733,29 +774,37 @@ impl UpstreamClient {
             }
             _ => return decline,
         };
-        let Some(call) = self.active.latest() else {
+        let Some(call) = self.active.only() else {
             return decline;
         };
         let said: String = message.chars().take(MAX_QUESTION).collect();
         let question = ConfirmRequest {
-            tool: format!("the MCP server `{}`", self.server),
+            tool: call.tool.clone(),
             effect: call.effect,
             destructive: false,
             args: Value::Object(Default::default()),
-            summary: format!("it asks, in its own words: {said}"),
+            summary: said,
             why: format!(
-                "this question comes from the MCP server `{}` during `{}`, not from lmcp; yes \
-                 accepts what it asks",
-                self.server, call.tool
+                "it asks this during `{}`, not lmcp; a yes accepts what it asks",
+                call.tool
             ),
             calls: Vec::new(),
             hosts: Vec::new(),
             every_time: true,
+            asked_by: Some(format!("the MCP server `{}`", self.server)),
         };
+        // a question nobody answers ends with the call's deadline, declined
+        let deadline = call.ctx.deadline();
         let answer = tokio::select! {
             a = call.ctx.confirmer().ask_for_another(&question) => a,
             _ = ct.cancelled() => return ElicitResult::new(ElicitationAction::Cancel),
             _ = call.ctx.cancel_token().cancelled() => return ElicitResult::new(ElicitationAction::Cancel),
+            _ = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => return decline,
         };
         match answer {
             Answer::Yes => ElicitResult::new(ElicitationAction::Accept).with_content(content),
@@ -796,5 +845,53 @@ impl ClientHandler for UpstreamClient {
                 env!("CARGO_PKG_VERSION"),
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// Reads `data` through a guard, 64 KiB at a time; whether the guard broke the connection.
+    async fn guarded(data: &[u8]) -> (bool, usize) {
+        let signals = Arc::new(Signals::default());
+        let mut guard = LineGuard {
+            inner: data,
+            line: 0,
+            signals: Arc::clone(&signals),
+        };
+        let mut seen = 0;
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = guard.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            seen += n;
+        }
+        let broken = signals.broken.lock().unwrap().is_some();
+        (broken, seen)
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_bound_ends_the_connection_wherever_its_newline_falls() {
+        // the newline in the same chunk as the line's last bytes (it once reset the count)
+        for over in [1, 5_000, 60_000] {
+            let mut data = vec![b'x'; MAX_MESSAGE + over];
+            data.push(b'\n');
+            let (broken, seen) = guarded(&data).await;
+            assert!(broken, "a line {over} bytes over was let through");
+            assert!(seen <= MAX_MESSAGE, "{seen} bytes passed on");
+        }
+        // many lines under the bound pass untouched
+        let mut data = Vec::new();
+        for _ in 0..40 {
+            data.extend(std::iter::repeat_n(b'y', 1 << 20));
+            data.push(b'\n');
+        }
+        let (broken, seen) = guarded(&data).await;
+        assert!(!broken);
+        assert_eq!(seen, data.len());
     }
 }

@@ -85,7 +85,18 @@ pub fn load_all(host: &Host) {
 /// Makes the registry hold exactly the tools `definitions` offer for `server`: new ones added,
 /// changed ones replaced, vanished ones removed. Returns the refusals.
 pub fn register(host: &Host, server: &str, definitions: &[Value]) -> Vec<tools::Refused> {
-    let (offered, refused) = tools::offered(server, definitions);
+    let (mut offered, refused) = tools::offered(server, definitions);
+    // a server reached over the network: every call leaves this machine, whatever it claims
+    if host
+        .config()
+        .servers
+        .get(server)
+        .is_some_and(|s| s.url.is_some())
+    {
+        for o in &mut offered {
+            o.spec.annotations.open_world_hint = true;
+        }
+    }
     let prefix = names::tool_name(server, "");
     let keep: Vec<&str> = offered.iter().map(|o| o.spec.name.as_str()).collect();
     for t in host.registry().all() {
@@ -421,13 +432,17 @@ fn reach(host: &Host, server: &str, entry: &Server) -> Result<Reach> {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    let mut masked = Vec::new();
     for key in &entry.secret_env {
-        env.push((key.clone(), secret(key, "--secret-env", key)?));
+        let value = secret(key, "--secret-env", key)?;
+        masked.extend(crate::text::secret_forms(&value));
+        env.push((key.clone(), value));
     }
     Ok(Reach::Command {
         command: entry.command.clone(),
         env,
         log: catalog::log_path(host, server),
+        secrets: masked,
     })
 }
 
@@ -487,6 +502,15 @@ fn watch_list_changes(conn: Weak<Connection>, host: Weak<Host>, server: String) 
             let Some(c) = conn.upgrade().filter(|c| c.is_alive()) else {
                 return;
             };
+            // a server switched off or removed while it runs is ended
+            if let Some(h) = host.upgrade()
+                && h.config().servers.get(&server).is_none_or(|s| s.disabled)
+            {
+                if let Some(ups) = h.attached::<Upstreams>() {
+                    ups.forget(&ups.slot(&server), &c).await;
+                }
+                return;
+            }
             if !signals
                 .tools_changed
                 .swap(false, std::sync::atomic::Ordering::AcqRel)

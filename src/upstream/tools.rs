@@ -36,10 +36,14 @@ pub fn offered(server: &str, definitions: &[Value]) -> (Vec<Offered>, Vec<Refuse
     let mut by_name: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     let mut refused = Vec::new();
     for d in definitions {
-        let Some(upstream) = d.get("name").and_then(Value::as_str) else {
+        let Some(upstream) = d
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        else {
             refused.push(Refused {
                 upstream: "(no name)".into(),
-                reason: "its definition has no name".into(),
+                reason: "its definition has no name, or an empty one".into(),
             });
             continue;
         };
@@ -182,12 +186,13 @@ mod tests {
                 json!({"name": "flat", "inputSchema": {"type": "string"}}),
                 json!({"name": "x".repeat(70), "inputSchema": {"type": "object"}}),
                 json!({"description": "nameless"}),
+                json!({"name": "", "inputSchema": {"type": "object"}}),
                 tool("Fine", Value::Null),
             ],
         );
         assert_eq!(ok.len(), 1);
         assert_eq!(ok[0].spec.name, "mcp__s__Fine");
-        assert_eq!(refused.len(), 5, "{refused:?}");
+        assert_eq!(refused.len(), 6, "{refused:?}");
         assert!(
             refused
                 .iter()

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::registry::{Annotations, Effect};
 
 /// The effect and annotations a tool's claims give it:
-/// - `readOnlyHint: true` → read;
+/// - `readOnlyHint: true` → read (unless it also claims `destructiveHint: true`);
 /// - `destructiveHint: false` → write, not destructive;
 /// - anything else, no annotations included → send and destructive.
 ///
@@ -23,7 +23,8 @@ pub fn effect_of(annotations: Option<&Value>) -> (Effect, Annotations) {
     };
     let open_world = claim("openWorldHint").unwrap_or(true);
     let idempotent = claim("idempotentHint").unwrap_or(false);
-    if claim("readOnlyHint") == Some(true) {
+    // a server that says its tool destroys is believed, whatever else it says
+    if claim("readOnlyHint") == Some(true) && claim("destructiveHint") != Some(true) {
         return (
             Effect::Read,
             Annotations {
@@ -92,6 +93,8 @@ mod tests {
             Some(json!({})),
             Some(json!({"readOnlyHint": "yes"})),
             Some(json!({"readOnlyHint": false})),
+            // a read that says it destroys is believed on the second count
+            Some(json!({"readOnlyHint": true, "destructiveHint": true})),
         ] {
             let (e, a) = effect_of(claims.as_ref());
             assert_eq!(e, Effect::Send, "{claims:?}");

@@ -53,6 +53,8 @@ fn default_tools() -> Value {
         {"name": "ask", "description": "Asks a question that claims to be lmcp's.",
          "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
         {"name": "steps", "description": "Reports progress, then answers.",
+         "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+        {"name": "leak", "description": "Prints its token on stderr, then ends.",
          "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}
     ])
 }
@@ -138,6 +140,13 @@ impl ServerHandler for Fixture {
             "echo" => CallToolResult::structured(json!({"echo": args["text"]})),
             "write-note" => CallToolResult::success(vec![ContentBlock::text("kept")]),
             "wipe" => CallToolResult::success(vec![ContentBlock::text("wiped")]),
+            "leak" => {
+                eprintln!(
+                    "fixture: my token is {}",
+                    std::env::var("TOKEN").unwrap_or_default()
+                );
+                std::process::exit(4);
+            }
             "crash" => {
                 eprintln!("fixture: crashing on purpose");
                 std::process::exit(3);
@@ -352,7 +361,7 @@ fn a_server_is_listed_and_its_tools_ask_until_allowed() {
     let s = Setup::new(json!({}), &[]);
     let listed = json_out(&lmcp_ok(s.home(), &["servers", "list", "--json"]));
     assert_eq!(listed["servers"][0]["name"], "fx", "{listed}");
-    assert_eq!(listed["servers"][0]["tools"], 12, "{listed}");
+    assert_eq!(listed["servers"][0]["tools"], 13, "{listed}");
     assert_eq!(listed["servers"][0]["state"], "not started", "{listed}");
 
     // every tool is an lmcp tool, with the effect its claims give it
@@ -772,7 +781,7 @@ fn claude_desktop_servers_are_imported_after_one_question() {
         ],
     ));
     assert_eq!(out["imported"][0]["server"], "fixture_one", "{out}");
-    assert_eq!(out["imported"][0]["tools"], 12, "{out}");
+    assert_eq!(out["imported"][0]["tools"], 13, "{out}");
     // the variable is a secret: not in the config
     let config = std::fs::read_to_string(s.home().join("config/config.json")).unwrap();
     assert!(!config.contains("state.json"), "{config}");
@@ -939,7 +948,7 @@ async fn a_servers_question_and_progress_reach_an_lmcp_client_as_the_servers() {
     assert_ne!(asked.is_error, Some(true), "{asked:?}");
     let question = person.asked.lock().unwrap().join("\n");
     assert!(question.contains("MCP server `fx`"), "{question}");
-    assert!(question.contains("not from lmcp"), "{question}");
+    assert!(question.contains("not lmcp's"), "{question}");
     assert!(
         s.calls().iter().any(|c| c.starts_with("asked: Accept")),
         "{:?}",
@@ -1015,4 +1024,76 @@ fn serve_ends_its_servers_and_types_name_their_tools() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// The adversary's findings: a secret a server prints is masked everywhere lmcp shows or keeps
+/// it; private mode stops tools that reach outside, whatever they claim; a server-level deny
+/// names the key that lifts it; a disabled server's tools do not run.
+#[test]
+fn secrets_modes_and_switches_hold_for_upstream_tools() {
+    let s = Setup::bare(json!({}));
+    let me = std::env::current_exe().unwrap();
+    let state = format!("{STATE_VAR}={}", s.dir.path().join("state.json").display());
+    let out = lmcp_with_stdin(
+        s.home(),
+        &[
+            "servers",
+            "add",
+            "fx",
+            "--yes",
+            "--allow-read",
+            "--env",
+            &state,
+            "--secret-env",
+            "TOKEN",
+            "--",
+            "sh",
+            "-c",
+            r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#,
+            me.to_str().unwrap(),
+        ],
+        Some("tok-5150-secret\n"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = lmcp(s.home(), &["call", "mcp__fx__leak", "{}"]);
+    let all = text(&out);
+    assert!(all.contains("my token is ********"), "{all}");
+    assert!(!all.contains("tok-5150"), "{all}");
+    let shown = text(&lmcp_ok(s.home(), &["servers", "show", "fx"]));
+    assert!(!shown.contains("tok-5150"), "{shown}");
+    for file in ["fx.log", "fx.tools.json"] {
+        let path = s.home().join("data/servers").join(file);
+        let kept = std::fs::read_to_string(&path).unwrap();
+        assert!(!kept.contains("tok-5150"), "{file}: {kept}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{file}");
+        }
+    }
+    // private mode: echo claims read but not closed world, so its server may send what it gets
+    lmcp_ok(s.home(), &["mode", "private", "on"]);
+    let out = lmcp(s.home(), &["call", "mcp__fx__echo", "text=x"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("private mode"), "{}", text(&out));
+    lmcp_ok(s.home(), &["mode", "private", "off"]);
+    // a deny of the whole server says which key lifts it
+    lmcp_ok(s.home(), &["grants", "deny", "mcp__fx"]);
+    let out = lmcp(s.home(), &["call", "mcp__fx__echo", "text=x"]);
+    assert!(
+        text(&out).contains("lmcp grants allow mcp__fx`"),
+        "{}",
+        text(&out)
+    );
+    lmcp_ok(s.home(), &["grants", "reset", "mcp__fx"]);
+    // disabled: unavailable, not unknown
+    lmcp_ok(s.home(), &["servers", "disable", "fx"]);
+    let out = lmcp(s.home(), &["call", "mcp__fx__echo", "text=x"]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        !s.calls().iter().any(|c| c.starts_with("echo")),
+        "{:?}",
+        s.calls()
+    );
 }
