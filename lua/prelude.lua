@@ -505,6 +505,10 @@ local tool_error_mt = {
 -- change the table's fields), so that the runner can say which uncaught error was a tool's
 -- refusal. Weak: an error caught and dropped is not kept.
 local raised = raw_setmetatable({}, { __mode = "k" })
+-- Where in the script each of those was raised (`chunk.lua:4: `): an error table carries no
+-- position, so an uncaught one is told with the line of the call that failed. Without a
+-- debug library, the position is what `error` at the caller's level would have prefixed.
+local raised_at = raw_setmetatable({}, { __mode = "k" })
 
 local tool_functions = {}
 local tools = raw_setmetatable({}, {
@@ -532,6 +536,8 @@ local tools = raw_setmetatable({}, {
         raw_error(result, 2)
       end
       raised[result] = raw_rawget(result, "code")
+      local _, where = raw_pcall(raw_error, "", 3)
+      raised_at[result] = where
       raw_error(raw_setmetatable(result, tool_error_mt), 2)
     end
     tool_functions[name] = f
@@ -625,7 +631,11 @@ local function text_of(e)
 end
 
 local function describe(e)
+  local where = raised_at[e]
   described = text_of(e)
+  if raw_type(where) == "string" and not interrupted() then
+    described = where .. described
+  end
   uncaught_code = raised[e]
   return described
 end

@@ -297,6 +297,32 @@ function tools.http_request(args) end
 ---@return list_dir_result
 function tools.list_dir(args) end
 
+---@class lua_run_args
+---@field code string The Lua chunk, with its header (---@uses, ---@param, ---@timeout) first
+---@field params? table The chunk's params (as its ---@param lines declare them)
+---@field timeout_secs? number How long it may run, over its ---@timeout (else the configured Lua timeout)
+---@field confirm? boolean Run state-changing calls for real (else they preview)
+---@field resume? string The id of a confirmed run of the same chunk that failed or was cut short: its done calls hand back their results without running
+---@field retry_unknown? boolean With resume: run again a call the run died in (it may have happened once already)
+---@class lua_run_result
+---@field result any What the chunk returned (null when it returned nothing)
+---@field output string What the chunk printed (print, log)
+---@field previews table[] The state-changing calls that previewed instead of running (a run without confirm: true)
+---@field run? string The run's id (a confirmed run outside private mode): `lmcp runs show ID`
+---Run a Lua program once, in lmcp's sandbox: one call instead of many. The chunk calls tools as
+---`tools.NAME{...}` (results come back as tables, not through you), reads `params`, may `print`,
+---and what it returns is `result`. It declares the tools it may call on a header line `---@uses
+---tool_a, tool_b`; without one it may call read tools only. Without confirm: true its
+---state-changing calls are previewed, not run (listed in `previews`); with confirm: true it runs
+---for real after one question listing the state-changing tools `---@uses` names, and a yes covers
+---exactly those. A failure returns the error with its line, the calls that completed and the run
+---id; give the same code with that id as `resume` to go on: done calls hand back their results
+---without running. Returns {result, output, previews, run?}.
+---effect: write
+---@param args lua_run_args
+---@return lua_run_result|Preview
+function tools.lua_run(args) end
+
 ---@class read_file_args
 ---@field path string File path, relative to the workspace or absolute inside a root
 ---@class read_file_result

@@ -1,5 +1,7 @@
-//! The libraries of programs people and agents save: custom tools, recipes and skills. Each library stores its programs under the data directory, registers them as tools
-//! and offers the authoring tools that create and delete them.
+//! The libraries of programs people and agents save: custom tools, recipes and skills. Each
+//! library stores its programs under the data directory, registers them as tools and offers the
+//! authoring tools that create and delete them. Beside them, [`lua_run`] runs an unsaved Lua
+//! chunk once, as a saved program is run (the same compile policy, gate and runner).
 //!
 //! The saved programs are registered when first needed ([`crate::registry::Registry::defer`]),
 //! from the library index where their files are unchanged (`index`), so start-up does not grow
@@ -7,6 +9,7 @@
 
 pub mod custom_tools;
 mod index;
+pub mod lua_run;
 pub mod recipes;
 mod saving;
 pub mod skills;
@@ -21,6 +24,7 @@ use crate::registry::{Kind, Registry};
 pub fn register_tools(registry: &Registry) -> Result<()> {
     custom_tools::register_tools(registry)?;
     recipes::register_tools(registry)?;
+    lua_run::register_tools(registry)?;
     skills::register_tools(registry)
 }
 

@@ -257,7 +257,7 @@ impl Session {
         env: &[(&str, &str)],
     ) -> Session {
         match door {
-            Door::Stdio => Session::over_stdio(home, generation, person, env).await,
+            Door::Stdio => Session::over_stdio(home, generation, person, env, "full").await,
             Door::Http => {
                 let server = HttpServer::start(home, env).await;
                 let mut s = server.connect(generation, person).await;
@@ -268,14 +268,16 @@ impl Session {
         }
     }
 
+    /// `lmcp serve --profile PROFILE` on stdio.
     async fn over_stdio(
         home: &Path,
         generation: Generation,
         person: Person,
         env: &[(&str, &str)],
+        profile: &str,
     ) -> Session {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_lmcp"));
-        cmd.args(["serve", "--profile", "full"]);
+        cmd.args(["serve", "--profile", profile]);
         clean_env(&mut cmd, home);
         cmd.envs(env.iter().copied())
             .stdin(Stdio::piped())
@@ -1317,3 +1319,6 @@ async fn http_fifty_sessions_call_in_parallel() {
         .count();
     assert_eq!(calls, SESSIONS * CALLS);
 }
+
+/// `lua_run` (issue #37's code mode) over MCP, in the `core` profile.
+mod code_mode;

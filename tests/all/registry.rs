@@ -239,6 +239,15 @@ async fn results_meet_their_output_schemas() {
             json!({"workspace_id": ws, "source_asset_ids": [99], "title": "t", "preset": "square"}),
         ),
         ("report_friction", json!({"friction_type": "other"})),
+        // a Lua chunk run for real (its run id) and as a plan (its previews)
+        (
+            "lua_run",
+            json!({"code": "---@uses write_file\nprint(1)\nreturn tools.write_file{path = 'd/l.txt', content = 'x'}", "confirm": true}),
+        ),
+        (
+            "lua_run",
+            json!({"code": "---@uses write_file\nreturn tools.write_file{path = 'd/l.txt', content = 'x'}"}),
+        ),
     ];
     // `http_request` against a one-shot server on loopback, granted by its exact address
     let web = tiny_server(&[
