@@ -54,10 +54,15 @@ impl fmt::Display for Kind {
     }
 }
 
-/// Which tool list a client sees. `Full` is a superset of `Core`.
+/// Which tool list a client sees. `Full` is a superset of `Core`, and `Core` of `Code`. A
+/// profile decides what is listed, never what may run: a program's calls are under the grants
+/// whatever the session's profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
+    /// Code mode: `lua_run` and `tool_search` only; an agent finds tools and calls them from a
+    /// Lua chunk.
+    Code,
     /// The everyday tools.
     Core,
     /// Everything, including power tools such as `run_command`.
@@ -74,6 +79,7 @@ impl Profile {
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Profile::Code => "code",
             Profile::Core => "core",
             Profile::Full => "full",
         })
@@ -1185,6 +1191,8 @@ mod tests {
     fn profiles_nest() {
         assert!(Profile::Full.includes(Profile::Core));
         assert!(!Profile::Core.includes(Profile::Full));
+        assert!(Profile::Core.includes(Profile::Code));
+        assert!(!Profile::Code.includes(Profile::Core));
     }
 
     #[test]

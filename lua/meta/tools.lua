@@ -310,14 +310,14 @@ function tools.list_dir(args) end
 ---@field previews table[] The state-changing calls that previewed instead of running (a run without confirm: true)
 ---@field run? string The run's id (a confirmed run outside private mode): `lmcp runs show ID`
 ---Run a Lua program once, in lmcp's sandbox: one call instead of many. The chunk calls tools as
----`tools.NAME{...}` (results come back as tables, not through you), reads `params`, may `print`,
----and what it returns is `result`. It declares the tools it may call on a header line `---@uses
----tool_a, tool_b`; without one it may call read tools only. Without confirm: true its
----state-changing calls are previewed, not run (listed in `previews`); with confirm: true it runs
----for real after one question listing the state-changing tools `---@uses` names, and a yes covers
----exactly those. A failure returns the error with its line, the calls that completed and the run
----id; give the same code with that id as `resume` to go on: done calls hand back their results
----without running. Returns {result, output, previews, run?}.
+---`tools.NAME{...}` (results come back as tables, not through you; tool_search finds the tools
+---there are), reads `params`, may `print`, and what it returns is `result`. It declares the tools
+---it may call on a header line `---@uses tool_a, tool_b`; without one it may call read tools only.
+---Without confirm: true its state-changing calls are previewed, not run (listed in `previews`);
+---with confirm: true it runs for real after one question listing the state-changing tools
+---`---@uses` names, and a yes covers exactly those. A failure returns the error with its line, the
+---calls that completed and the run id; give the same code with that id as `resume` to go on: done
+---calls hand back their results without running. Returns {result, output, previews, run?}.
 ---effect: write
 ---@param args lua_run_args
 ---@return lua_run_result|Preview
@@ -540,6 +540,22 @@ function tools.skill_list(args) end
 ---@param args skill_remove_args
 ---@return any|Preview
 function tools.skill_remove(args) end
+
+---@class tool_search_args
+---@field query string Words to look for, such as "pdf image"
+---@field limit? integer Most tools to return
+---@class tool_search_result
+---@field tools table[]
+---@field total integer How many tools matched, those left out by limit included
+---Find the tools available here whose name or description contains every word of `query`
+---(case-insensitive; an empty query lists them all), best matches first: each with its name, a
+---one-line description and its effect (read, write, send; destructive when it may destroy data).
+---Call them from lua_run as tools.NAME{...}, listed in the chunk's ---@uses. Returns {tools:
+---[{name, description, effect, destructive}], total}.
+---effect: read
+---@param args tool_search_args
+---@return tool_search_result
+function tools.tool_search(args) end
 
 ---@class workspace_create_args
 ---@field name string

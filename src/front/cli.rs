@@ -93,7 +93,7 @@ enum HotCommand {
 pub enum Command {
     /// List the tools: name, effect, availability, title.
     Tools {
-        /// Which tool list: core (everyday) or full (everything).
+        /// Which tool list: code (lua_run and tool_search), core (everyday) or full (everything).
         #[arg(long, value_enum, default_value_t = ProfileArg::Full)]
         profile: ProfileArg,
     },
@@ -105,7 +105,7 @@ pub enum Command {
     /// Serve the tools to MCP clients: over stdio (Claude Desktop, goose, the Inspector...), or
     /// with --http to many clients at once over Streamable HTTP.
     Serve {
-        /// Which tool list clients see: core (everyday) or full (everything).
+        /// Which tool list clients see: code (lua_run and tool_search), core (everyday) or full (everything).
         #[arg(long, value_enum, default_value_t = ProfileArg::Core)]
         profile: ProfileArg,
         /// Serve over MCP's Streamable HTTP on ADDR (IP:PORT or a port; default 127.0.0.1:8765),
@@ -441,6 +441,8 @@ pub enum RootsCommand {
 /// A tool profile on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ProfileArg {
+    /// Code mode: lua_run and tool_search only.
+    Code,
     /// The everyday tools.
     Core,
     /// Every tool.
@@ -631,6 +633,7 @@ async fn dispatch(host: &Arc<Host>, cli: Cli) -> Result<u8> {
             header_timeout,
         } => {
             let profile = match profile {
+                ProfileArg::Code => Profile::Code,
                 ProfileArg::Core => Profile::Core,
                 ProfileArg::Full => Profile::Full,
             };

@@ -23,6 +23,7 @@ pub(super) fn availability_text(a: &Availability) -> String {
 
 pub(super) fn tools(host: &Arc<Host>, profile: ProfileArg, json: bool) -> Result<u8> {
     let profile = match profile {
+        ProfileArg::Code => Profile::Code,
         ProfileArg::Core => Profile::Core,
         ProfileArg::Full => Profile::Full,
     };

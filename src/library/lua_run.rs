@@ -234,7 +234,8 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         NAME,
         "Run a Lua chunk",
         "Run a Lua program once, in lmcp's sandbox: one call instead of many. The chunk calls \
-         tools as `tools.NAME{...}` (results come back as tables, not through you), reads \
+         tools as `tools.NAME{...}` (results come back as tables, not through you; tool_search \
+         finds the tools there are), reads \
          `params`, may `print`, and what it returns is `result`. It declares the tools it may \
          call on a header line `---@uses tool_a, tool_b`; without one it may call read tools \
          only. Without confirm: true its state-changing calls are previewed, not run (listed \
@@ -261,6 +262,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     .kind(Kind::Gateway)
     .without_preview()
     .resolves(resolve)
+    .profile(crate::registry::Profile::Code)
     .output(output_schema())
     .summary(|a| {
         let lines = a["code"].as_str().map_or(0, |c| c.lines().count());

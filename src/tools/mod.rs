@@ -10,6 +10,7 @@
 //! | `http.rs`     | `http_request` (hosts granted by `lmcp hosts`, `---@connect`) | send         |
 //! | `assets.rs`   | `workspace_*`, `asset_*`                 | read / write                      |
 //! | `pdf/`        | `build_image_pdf` (layout, streaming writer, prepared planes, re-coding) | write |
+//! | `search.rs`   | `tool_search` (the tools here, found by words; the `code` profile) | read |
 //! | `jpeg.rs`     | (no tool) reads JPEG headers for `pdf/`  |                                   |
 //! | `beneath.rs`  | (no tool) opens paths beneath the roots, never lmcp's own folders |          |
 
@@ -23,6 +24,7 @@ pub mod friction;
 pub mod http;
 pub mod jpeg;
 pub mod pdf;
+pub mod search;
 
 use crate::error::Result;
 use crate::registry::Registry;
@@ -40,6 +42,7 @@ pub fn register_builtins(registry: &Registry) -> Result<()> {
     registry.register_builtin(friction::log_spec(), friction::log_handler())?;
     registry.register_builtin(http::spec(), http::handler_fn())?;
     registry.register_builtin(pdf::spec(), pdf::handler_fn())?;
+    registry.register_builtin(search::spec(), search::handler())?;
     for (spec, handler) in assets::tools() {
         registry.register_builtin(spec, handler)?;
     }

@@ -94,7 +94,11 @@ fn manual_pages_are_fresh() {
 #[test]
 fn mcp_tool_lists_are_fresh() {
     let (_dir, host) = host();
-    for (profile, name) in [(Profile::Core, "core"), (Profile::Full, "full")] {
+    for (profile, name) in [
+        (Profile::Code, "code"),
+        (Profile::Core, "core"),
+        (Profile::Full, "full"),
+    ] {
         let list = docs::tools_list(&host, profile);
         let text = serde_json::to_string_pretty(&list).unwrap() + "\n";
         check_file(&format!("docs/mcp/tools-{name}.json"), text.as_bytes());

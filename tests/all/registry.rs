@@ -239,6 +239,8 @@ async fn results_meet_their_output_schemas() {
             json!({"workspace_id": ws, "source_asset_ids": [99], "title": "t", "preset": "square"}),
         ),
         ("report_friction", json!({"friction_type": "other"})),
+        ("tool_search", json!({"query": "file"})),
+        ("tool_search", json!({"query": "no such words here"})),
         // a Lua chunk run for real (its run id) and as a plan (its previews)
         (
             "lua_run",

@@ -229,6 +229,47 @@ async fn run_command_from_core_is_asked_about(g: Generation) {
     assert_eq!(std::fs::read_to_string(&mark).unwrap(), "x\n", "ran once");
 }
 
+/// `lmcp serve --profile code` lists `lua_run` and `tool_search` only. A tool it does not list
+/// is not called directly, but a chunk may call it (the profile decides what is listed; the
+/// grants what runs), and `tool_search` finds it.
+async fn the_code_profile_lists_two_tools(g: Generation) {
+    let home = tempfile::tempdir().unwrap();
+    let s = Session::over_stdio(
+        home.path(),
+        g,
+        Person::Absent,
+        &[("LMCP_OUTPUT_SCHEMAS", "1")],
+        "code",
+    )
+    .await;
+    let tools = s.tools().await;
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(names, ["lua_run", "tool_search"]);
+
+    let r = s.call("tool_search", json!({"query": "calculate"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    check_output_schema(&tools, "tool_search", &r);
+    let found = &structured(&r)["tools"];
+    assert_eq!(found[0]["name"], "calculate", "{found}");
+    assert_eq!(found[0]["effect"], "read", "{found}");
+    assert!(found[0].get("inputSchema").is_none(), "no schemas: {found}");
+
+    let r = s.try_call("calculate", json!({"expression": "6*7"})).await;
+    assert!(
+        r.is_err() || is_error(r.as_ref().unwrap()),
+        "not listed, not called directly: {r:?}"
+    );
+    let r = s
+        .call(
+            "lua_run",
+            json!({"code": "return tools.calculate{expression = \"6*7\"}.value"}),
+        )
+        .await;
+    assert_eq!(structured(&r)["result"], 42, "{r:?}");
+    s.close().await;
+}
+
 /// One test per scenario and generation, so a failure names both.
 macro_rules! code_mode {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
@@ -251,4 +292,5 @@ code_mode! {
     a_tool_outside_uses_is_refused => outside_uses_legacy, outside_uses_2026;
     a_chunk_past_its_timeout_is_stopped => timeout_legacy, timeout_2026;
     run_command_from_core_is_asked_about => run_command_legacy, run_command_2026;
+    the_code_profile_lists_two_tools => code_profile_legacy, code_profile_2026;
 }
