@@ -121,17 +121,21 @@ end
 -- The one-line text of `v`, or nil when it is longer than `room` (given) bytes.
 local function one_line(v, opts, depth, seen, room)
   local parts, used = {}, 0
+  -- `over` is kept apart from `sink.over` (which `render` reads to stop early) so that the
+  -- checks here are on a boolean the editors' flow analysis does not take for a constant
+  local over = false ---@type boolean
   local sink = { over = false }
   function sink.put(text)
     used = used + #text
     if room and used > room then
+      over = true
       sink.over = true
-    elseif not sink.over then
+    elseif not over then
       parts[#parts + 1] = text
     end
   end
   render(v, opts, depth, seen, sink, 0)
-  if sink.over then
+  if over then
     return nil
   end
   return table.concat(parts)
