@@ -112,10 +112,18 @@ function loadfile(...) end
 ---@class asset_get_args
 ---@field workspace_id string The workspace's id (a UUID)
 ---@field asset_id integer
+---@class asset_get_result
+---@field asset_id integer
+---@field media_type string
+---@field width integer
+---@field height integer
+---@field bytes integer
+---@field sha256 string
+---@field imported string When it was imported (RFC 3339)
 ---One imported image: media type, pixel size, bytes and sha256.
 ---effect: read
 ---@param args asset_get_args
----@return any
+---@return asset_get_result
 function tools.asset_get(args) end
 
 ---@class asset_import_args
@@ -139,10 +147,12 @@ function tools.asset_import(args) end
 
 ---@class asset_list_args
 ---@field workspace_id string The workspace's id (a UUID)
+---@class asset_list_result
+---@field assets table[]
 ---List the images imported into a workspace, by asset id.
 ---effect: read
 ---@param args asset_list_args
----@return any
+---@return asset_list_result
 function tools.asset_list(args) end
 
 ---@class build_image_pdf_args
@@ -570,17 +580,21 @@ function tools.workspace_create(args) end
 
 ---@class workspace_delete_args
 ---@field workspace_id string
+---@class workspace_delete_result
+---@field deleted string The deleted workspace's id
 ---Delete a workspace with its imported assets and built documents. It cannot be undone.
 ---effect: write (destructive)
 ---@param args workspace_delete_args
----@return any|Preview
+---@return workspace_delete_result|Preview
 function tools.workspace_delete(args) end
 
 ---@class workspace_list_args
+---@class workspace_list_result
+---@field workspaces table[]
 ---List the workspaces: id, name, when created, how many assets.
 ---effect: read
 ---@param args? workspace_list_args
----@return any
+---@return workspace_list_result
 function tools.workspace_list(args) end
 
 ---@class write_file_args

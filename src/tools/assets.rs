@@ -325,6 +325,11 @@ fn asset_json(a: &Asset) -> Value {
     })
 }
 
+/// The shape of one imported image in results (`asset_import`, `asset_get`, `asset_list`).
+fn asset_schema() -> Value {
+    json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}, "imported": {"type": "string", "description": "When it was imported (RFC 3339)"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256", "imported"]})
+}
+
 fn uuid_schema() -> Value {
     json!({"type": "string", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "The workspace's id (a UUID)"})
 }
@@ -355,7 +360,8 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
                 json!({"type": "object", "properties": {"workspace_id": {"type": "string", "format": "uuid"}}, "required": ["workspace_id"], "additionalProperties": false}),
             )
             .effect(Effect::Write, Annotations::changing(true, true, false))
-            .summary(|a| format!("delete the workspace {}", a["workspace_id"].as_str().unwrap_or("?"))),
+            .summary(|a| format!("delete the workspace {}", a["workspace_id"].as_str().unwrap_or("?")))
+            .output(json!({"type": "object", "properties": {"deleted": {"type": "string", "description": "The deleted workspace's id"}}, "required": ["deleted"]})),
             handler(|inv| async move {
                 let id = inv.args["workspace_id"].as_str().unwrap_or("").to_string();
                 delete(&inv.host(), &id)?;
@@ -363,7 +369,8 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             }),
         ),
         (
-            ToolSpec::new("workspace_list", "List workspaces", "List the workspaces: id, name, when created, how many assets.", json!({"type": "object", "properties": {}, "additionalProperties": false})),
+            ToolSpec::new("workspace_list", "List workspaces", "List the workspaces: id, name, when created, how many assets.", json!({"type": "object", "properties": {}, "additionalProperties": false}))
+                .output(json!({"type": "object", "properties": {"workspaces": {"type": "array", "items": {"type": "object", "properties": {"workspace_id": {"type": "string"}, "name": {"type": "string"}, "created": {"type": "string", "description": "When it was created (RFC 3339)"}, "asset_count": {"type": "integer"}}, "required": ["workspace_id", "name", "created", "asset_count"]}}}, "required": ["workspaces"]})),
             handler(|inv| async move { Ok(json!({"workspaces": list(&inv.host())?})) }),
         ),
         (
@@ -376,7 +383,7 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             .effect(Effect::Write, write)
             .requires(Requirements { terminal: false, local_files: true })
             .prechecks(crate::tools::beneath::path_precheck)
-            .output(json!({"type": "object", "properties": {"asset_id": {"type": "integer"}, "media_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}, "sha256": {"type": "string"}, "imported": {"type": "string", "description": "When it was imported (RFC 3339)"}}, "required": ["asset_id", "media_type", "width", "height", "bytes", "sha256", "imported"]})),
+            .output(asset_schema()),
             handler(|inv| async move {
                 let (host, args, ctx) = (inv.host(), inv.args, inv.ctx);
                 let a = tokio::task::spawn_blocking(move || import(&host, args["workspace_id"].as_str().unwrap_or(""), args["path"].as_str().unwrap_or(""), &ctx))
@@ -391,7 +398,8 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
                 "List a workspace's images",
                 "List the images imported into a workspace, by asset id.",
                 json!({"type": "object", "properties": {"workspace_id": uuid_schema()}, "required": ["workspace_id"], "additionalProperties": false}),
-            ),
+            )
+            .output(json!({"type": "object", "properties": {"assets": {"type": "array", "items": asset_schema()}}, "required": ["assets"]})),
             handler(|inv| async move {
                 let all = assets(&inv.host(), inv.args["workspace_id"].as_str().unwrap_or(""))?;
                 Ok(json!({"assets": all.iter().map(asset_json).collect::<Vec<_>>()}))
@@ -403,7 +411,8 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
                 "Show an image asset",
                 "One imported image: media type, pixel size, bytes and sha256.",
                 json!({"type": "object", "properties": {"workspace_id": uuid_schema(), "asset_id": {"type": "integer", "minimum": 1}}, "required": ["workspace_id", "asset_id"], "additionalProperties": false}),
-            ),
+            )
+            .output(asset_schema()),
             handler(|inv| async move {
                 let (a, _) = asset(&inv.host(), inv.args["workspace_id"].as_str().unwrap_or(""), inv.args["asset_id"].as_u64().unwrap_or(0))?;
                 Ok(asset_json(&a))

@@ -281,6 +281,19 @@ async fn results_meet_their_output_schemas() {
     for (name, args) in calls {
         results.push((name, call(name, args).await));
     }
+    // the workspace tools, after the import above gave the workspace an asset
+    for (name, args) in [
+        ("workspace_list", json!({})),
+        ("asset_list", json!({"workspace_id": ws})),
+        ("asset_get", json!({"workspace_id": ws, "asset_id": 1})),
+    ] {
+        results.push((name, call(name, args).await));
+    }
+    let gone = call("workspace_create", json!({"name": "to delete"})).await["workspace_id"].clone();
+    results.push((
+        "workspace_delete",
+        call("workspace_delete", json!({"workspace_id": gone})).await,
+    ));
     // the created workspace's own result
     results[0].1 = call("workspace_create", json!({"name": "again"})).await;
     let mut problems = Vec::new();
