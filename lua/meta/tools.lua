@@ -235,19 +235,26 @@ function tools.custom_tool_list(args) end
 
 ---@class friction_flush_args
 ---@field force? boolean Ignore the backoff and try every waiting report now
+---@class friction_flush_result
+---@field sent integer Reports delivered now
+---@field waiting integer Reports still waiting
+---@field problems? string[] Why nothing or not everything went out
 ---Send the anonymous friction reports that are due (all of them with force: true); reports that
 ---cannot be sent wait with backoff. Nothing is sent when anonymous signals are off. Returns {sent,
 ---waiting, problems}.
 ---effect: send
 ---@param args? friction_flush_args
----@return any|Preview
+---@return friction_flush_result|Preview
 function tools.friction_flush(args) end
 
 ---@class friction_log_args
+---@class friction_log_result
+---@field sent table[]
+---@field waiting table[]
 ---Every anonymous friction report sent or waiting, exactly as sent or to be sent: {sent, waiting}.
 ---effect: read
 ---@param args? friction_log_args
----@return any
+---@return friction_log_result
 function tools.friction_log(args) end
 
 ---@class get_datetime_args

@@ -476,6 +476,11 @@ pub fn flush_spec() -> ToolSpec {
     .effect(Effect::Send, Annotations::changing(false, false, true))
     .profile(crate::registry::Profile::Full)
     .summary(|a| format!("send the waiting friction reports{}", if a["force"] == json!(true) { " (all of them)" } else { "" }))
+    .output(json!({"type": "object", "properties": {
+        "sent": {"type": "integer", "description": "Reports delivered now"},
+        "waiting": {"type": "integer", "description": "Reports still waiting"},
+        "problems": {"type": "array", "items": {"type": "string"}, "description": "Why nothing or not everything went out"}
+    }, "required": ["sent", "waiting"]}))
 }
 
 /// The `friction_flush` handler.
@@ -499,6 +504,17 @@ pub fn log_spec() -> ToolSpec {
         json!({"type": "object", "properties": {}, "additionalProperties": false}),
     )
     .profile(crate::registry::Profile::Full)
+    .output(json!({"type": "object", "properties": {
+        "sent": {"type": "array", "items": {"type": "object", "properties": {
+            "sent_at": {"type": "string", "description": "When it was sent (RFC 3339)"},
+            "payload": {"type": "object", "description": "Exactly what was sent (docs/friction-payload.schema.json)"}
+        }, "required": ["sent_at", "payload"]}},
+        "waiting": {"type": "array", "items": {"type": "object", "properties": {
+            "attempts": {"type": "integer"},
+            "next_attempt_unix": {"type": "integer", "description": "Not before this unix time"},
+            "payload": {"type": "object", "description": "Exactly what will be sent (docs/friction-payload.schema.json)"}
+        }, "required": ["attempts", "next_attempt_unix", "payload"]}}
+    }, "required": ["sent", "waiting"]}))
 }
 
 /// The `friction_log` handler.

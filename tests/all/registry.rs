@@ -284,6 +284,8 @@ async fn results_meet_their_output_schemas() {
     // the workspace tools, after the import above gave the workspace an asset
     for (name, args) in [
         ("workspace_list", json!({})),
+        ("friction_log", json!({})),
+        ("friction_flush", json!({"force": true})),
         ("asset_list", json!({"workspace_id": ws})),
         ("asset_get", json!({"workspace_id": ws, "asset_id": 1})),
     ] {
