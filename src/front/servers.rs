@@ -337,20 +337,11 @@ fn show(host: &Arc<Host>, name: &str, json: bool) -> Result<u8> {
                 command_line(&server.command.iter().map(|c| json!(c)).collect::<Vec<_>>())
             ),
         };
-        if !server.headers.is_empty() || !server.secret_headers.is_empty() {
-            let mut names: Vec<String> = server.headers.keys().cloned().collect();
-            names.extend(
-                server
-                    .secret_headers
-                    .iter()
-                    .map(|k| format!("{k} (secret)")),
-            );
-            out.push_str(&format!("  headers: {}\n", names.join(", ")));
+        if let Some(names) = named(&server.headers, &server.secret_headers) {
+            out.push_str(&format!("  headers: {names}\n"));
         }
-        if !server.env.is_empty() || !server.secret_env.is_empty() {
-            let mut names: Vec<String> = server.env.keys().cloned().collect();
-            names.extend(server.secret_env.iter().map(|k| format!("{k} (secret)")));
-            out.push_str(&format!("  env: {}\n", names.join(", ")));
+        if let Some(names) = named(&server.env, &server.secret_env) {
+            out.push_str(&format!("  env: {names}\n"));
         }
         out.push_str(&format!(
             "  over HTTP: {}\n  log: {}\n\n",
@@ -443,31 +434,20 @@ async fn add(host: &Arc<Host>, r: AddArgs, json: bool) -> Result<u8> {
     let asking = !r.yes && std::io::stdin().is_terminal() && !json;
     let shown_command = command_line(&r.command.iter().map(|c| json!(c)).collect::<Vec<_>>());
     if let (false, Some(url)) = (json, &r.url) {
-        let mut names: Vec<String> = server.headers.keys().cloned().collect();
-        names.extend(
-            server
-                .secret_headers
-                .iter()
-                .map(|k| format!("{k} (secret)")),
-        );
         outln(&format!(
             "the MCP server `{name}` is reached at {}{}; what its tools are given is sent there",
             escape_controls(url),
-            if names.is_empty() {
-                String::new()
-            } else {
-                format!(", with the headers {}", names.join(", "))
-            }
+            named(&server.headers, &server.secret_headers)
+                .map(|names| format!(", with the headers {names}"))
+                .unwrap_or_default()
         ));
     } else if !json {
         outln(&format!(
             "the MCP server `{name}` runs this command on this machine, as you, whenever one of \
              its tools is needed:\n  {shown_command}"
         ));
-        if !server.env.is_empty() || !server.secret_env.is_empty() {
-            let mut names: Vec<String> = server.env.keys().cloned().collect();
-            names.extend(server.secret_env.iter().map(|k| format!("{k} (secret)")));
-            outln(&format!("  with the variables {}", names.join(", ")));
+        if let Some(names) = named(&server.env, &server.secret_env) {
+            outln(&format!("  with the variables {names}"));
         }
     }
     let first = if r.url.is_some() {
@@ -815,6 +795,44 @@ struct Found {
     added: std::result::Result<(String, Server, Map<String, Value>), String>,
 }
 
+/// The names of a server's variables or headers, the secret ones marked, for people; `None`
+/// when it has none.
+fn named(plain: &std::collections::BTreeMap<String, String>, secret: &[String]) -> Option<String> {
+    let mut names: Vec<String> = plain.keys().cloned().collect();
+    names.extend(secret.iter().map(|k| format!("{k} (secret)")));
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
+/// An imported entry's `field` (its `env` or `headers`): every value a string that is not a
+/// VS Code input, every name checked, each kept as a secret under `key_of(name)`.
+fn imported_secrets(
+    entry: &Value,
+    field: &str,
+    what: &str,
+    check: fn(&str) -> Result<()>,
+    key_of: fn(&str) -> String,
+) -> std::result::Result<Map<String, Value>, String> {
+    let mut secrets = Map::new();
+    for (k, v) in entry
+        .get(field)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let v = v
+            .as_str()
+            .ok_or(format!("the {what} {k} is not a string"))?;
+        if v.contains("${input:") {
+            return Err(format!(
+                "its {what} {k} asks VS Code for an input, which only VS Code can fill in"
+            ));
+        }
+        check(k).map_err(|e| e.to_string())?;
+        secrets.insert(key_of(k), Value::String(v.to_string()));
+    }
+    Ok(secrets)
+}
+
 /// The servers of a client's configuration.
 fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Found> {
     let key = match from {
@@ -862,15 +880,13 @@ fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Foun
                     if url.contains("${input:") {
                         return Err("its url asks VS Code for an input, which only VS Code can fill in".into());
                     }
-                    let mut secrets = Map::new();
-                    for (k, v) in entry.get("headers").and_then(Value::as_object).into_iter().flatten() {
-                        let v = v.as_str().ok_or(format!("the header {k} is not a string"))?;
-                        if v.contains("${input:") {
-                            return Err(format!("its header {k} asks VS Code for an input, which only VS Code can fill in"));
-                        }
-                        check_header_name(k).map_err(|e| e.to_string())?;
-                        secrets.insert(upstream::secret_header_key(k), Value::String(v.to_string()));
-                    }
+                    let secrets = imported_secrets(
+                        &entry,
+                        "headers",
+                        "header",
+                        check_header_name,
+                        upstream::secret_header_key,
+                    )?;
                     let server = Server {
                         url: Some(url.to_string()),
                         secret_headers: entry
@@ -900,15 +916,8 @@ fn found_servers(from: ImportFrom, config: &Value, taken: &[String]) -> Vec<Foun
                 if words.iter().any(|w| w.contains("${input:")) {
                     return Err("it asks VS Code for an input (`${input:...}`), which only VS Code can fill in; add it with `lmcp servers add`".into());
                 }
-                let mut secrets = Map::new();
-                for (k, v) in entry.get("env").and_then(Value::as_object).into_iter().flatten() {
-                    let v = v.as_str().ok_or(format!("the variable {k} is not a string"))?;
-                    if v.contains("${input:") {
-                        return Err(format!("its variable {k} asks VS Code for an input, which only VS Code can fill in"));
-                    }
-                    check_env_name(k).map_err(|e| e.to_string())?;
-                    secrets.insert(k.clone(), Value::String(v.to_string()));
-                }
+                let secrets =
+                    imported_secrets(&entry, "env", "variable", check_env_name, str::to_string)?;
                 let server = Server {
                     command: words,
                     secret_env: secrets.keys().cloned().collect(),

@@ -21,6 +21,11 @@ use serde_json::{Value, json};
 
 use crate::common::{json_out, lmcp, lmcp_ok, lmcp_with_stdin};
 
+/// What `sh -c` runs to start the fixture: this test binary (`$0`), running only the ignored
+/// `fixture`, its stdout (libtest's chatter) sent to stderr and fd 3 made the pipe to lmcp.
+const FIXTURE_SH: &str =
+    r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#;
+
 /// The variable that points the fixture at its state file.
 const STATE_VAR: &str = "FIXTURE_STATE";
 
@@ -320,13 +325,7 @@ impl Setup {
         let mut args = vec!["servers", "add", "fx", "--yes", "--env", &state];
         args.extend_from_slice(extra);
         let me = me.to_str().unwrap();
-        args.extend_from_slice(&[
-            "--",
-            "sh",
-            "-c",
-            r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#,
-            me,
-        ]);
+        args.extend_from_slice(&["--", "sh", "-c", FIXTURE_SH, me]);
         lmcp(self.home(), &args)
     }
 
@@ -756,7 +755,7 @@ fn claude_desktop_servers_are_imported_after_one_question() {
         json!({"mcpServers": {
             "Fixture-One": {
                 "command": "sh",
-                "args": ["-c", r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#, me],
+                "args": ["-c", FIXTURE_SH, me],
                 "env": {STATE_VAR: state}
             },
             "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"}
@@ -820,21 +819,25 @@ fn a_server_over_http_is_reached_with_its_secret_header() {
         .to_string();
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
 
+    // `lmcp servers add up --url URL --secret-header Authorization`, the header on stdin
+    let add_up = |home: &std::path::Path, authorization: &str| {
+        lmcp_with_stdin(
+            home,
+            &[
+                "servers",
+                "add",
+                "up",
+                "--url",
+                &url,
+                "--secret-header",
+                "Authorization",
+                "--yes",
+            ],
+            Some(&format!("{authorization}\n")),
+        )
+    };
     let s = Setup::bare(json!({}));
-    let out = lmcp_with_stdin(
-        s.home(),
-        &[
-            "servers",
-            "add",
-            "up",
-            "--url",
-            &url,
-            "--secret-header",
-            "Authorization",
-            "--yes",
-        ],
-        Some(&format!("Bearer {token}\n")),
-    );
+    let out = add_up(s.home(), &format!("Bearer {token}"));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     // the token is a secret: not in the config
     let config = std::fs::read_to_string(s.home().join("config/config.json")).unwrap();
@@ -847,20 +850,7 @@ fn a_server_over_http_is_reached_with_its_secret_header() {
     assert_eq!(out["result"]["value"], 42, "{out}");
     // a wrong token is a failed start, said
     let other = Setup::bare(json!({}));
-    let out = lmcp_with_stdin(
-        other.home(),
-        &[
-            "servers",
-            "add",
-            "up",
-            "--url",
-            &url,
-            "--secret-header",
-            "Authorization",
-            "--yes",
-        ],
-        Some("Bearer wrong\n"),
-    );
+    let out = add_up(other.home(), "Bearer wrong");
     assert_ne!(out.status.code(), Some(0), "{}", text(&out));
     let _ = server.kill();
     let _ = server.wait();
@@ -1049,7 +1039,7 @@ fn secrets_modes_and_switches_hold_for_upstream_tools() {
             "--",
             "sh",
             "-c",
-            r#"exec "$0" --ignored --exact upstream::fixture --nocapture --test-threads 1 3>&1 1>&2"#,
+            FIXTURE_SH,
             me.to_str().unwrap(),
         ],
         Some("tok-5150-secret\n"),
