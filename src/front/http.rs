@@ -333,8 +333,11 @@ pub async fn serve(host: Arc<Host>, profile: Profile, options: Options) -> Resul
     // answered by a retry that may arrive as a request of its own (the 2026-07-28 generation)
     host.registry().load_builtins();
     let server = McpServer::new(Arc::clone(&host), profile);
-    let service =
-        StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+    let service = StreamableHttpService::new(
+        move || Ok(server.for_session()),
+        Arc::clone(&sessions),
+        config,
+    );
     let front = Arc::new(Front {
         token,
         sessions,

@@ -23,15 +23,18 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationAction,
-    Implementation, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
-    ServerRequest, SubscriptionFilter, Tool,
+    Implementation, InputRequiredResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, RequestId, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ServerConfig, ServerRequest, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::resources::{self, Subscriptions};
 use crate::error::{Error, Result};
 use crate::gate::{
     Answer, AnswerFuture, CallContext, CallRequest, ConfirmMode, ConfirmRequest, Confirmer,
@@ -86,6 +89,9 @@ pub struct McpServer {
     output_schemas: bool,
     /// Confirmations asked through input-required results, by request state.
     pending: Arc<Mutex<HashMap<String, Pending>>>,
+    /// This session's `resources/subscribe`s (handshake era; 2026-07-28 clients subscribe on
+    /// their `subscriptions/listen` stream instead).
+    subscriptions: Arc<Mutex<Subscriptions>>,
 }
 
 impl McpServer {
@@ -98,6 +104,16 @@ impl McpServer {
             profile,
             output_schemas,
             pending: Arc::default(),
+            subscriptions: Arc::default(),
+        }
+    }
+
+    /// The server for one more session: questions pending are shared (a 2026-07-28 answer may
+    /// arrive on a request of its own), resource subscriptions are the session's own.
+    pub fn for_session(&self) -> McpServer {
+        McpServer {
+            subscriptions: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -375,6 +391,8 @@ fn to_result(outcome: Outcome, schema_listed: bool) -> CallToolResult {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -589,14 +607,68 @@ impl ServerHandler for McpServer {
         Ok(to_result(outcome, schema_listed).into())
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.host,
+        )))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, McpError> {
+        resources::read(&self.host, &request.uri).map(Into::into)
+    }
+
+    #[allow(deprecated)] // the handshake era's way; 2026-07-28 clients use `listen`
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        subscriptions.subscribe(&self.host, &request.uri)
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unsubscribe(&request.uri);
+        Ok(())
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Handshake era: announce tool list changes to the peer directly.
+        // Handshake era: announce tool list changes, and updates of the resources the client
+        // subscribed to, to the peer directly.
         let mut changes = self.host.registry().subscribe();
         let peer = context.peer.clone();
+        let host = Arc::clone(&self.host);
+        let subscriptions = Arc::clone(&self.subscriptions);
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 if peer.notify_tool_list_changed().await.is_err() {
                     break;
+                }
+                let updated = subscriptions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .updates(&host);
+                for uri in updated {
+                    let param = ResourceUpdatedNotificationParam::new(uri);
+                    if peer.notify_resource_updated(param).await.is_err() {
+                        return;
+                    }
                 }
             }
         });
@@ -608,12 +680,26 @@ impl ServerHandler for McpServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|b| *b);
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|u| resources::is_watchable(u))
+                .cloned()
+                .collect()
+        });
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), McpError> {
-        // 2026-07-28: tool list changes ride the client's subscription stream.
-        if context.accepted().tools_list_changed != Some(true) {
+        // 2026-07-28: tool list changes and resource updates ride the client's subscription
+        // stream.
+        let tools = context.accepted().tools_list_changed == Some(true);
+        let wanted = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut subscriptions = Subscriptions::to(&self.host, &wanted);
+        if !tools && subscriptions.is_empty() {
             context.cancelled().await;
             return Ok(());
         }
@@ -622,8 +708,17 @@ impl ServerHandler for McpServer {
         loop {
             tokio::select! {
                 r = changes.changed() => {
-                    if r.is_err() || context.sink().notify_tool_list_changed().await.is_err() {
+                    if r.is_err() {
                         break;
+                    }
+                    let sink = context.sink();
+                    if tools && sink.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                    for uri in subscriptions.updates(&self.host) {
+                        if sink.notify_resource_updated(uri).await.is_err() {
+                            return Ok(());
+                        }
                     }
                 }
                 _ = context.cancelled() => break,

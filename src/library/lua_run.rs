@@ -233,10 +233,11 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     let spec = ToolSpec::new(
         NAME,
         "Run a Lua chunk",
-        "Run a Lua program once, in lmcp's sandbox: one call instead of many. The chunk calls \
-         tools as `tools.NAME{...}` (results come back as tables, not through you; tool_search \
-         finds the tools there are), reads \
-         `params`, may `print`, and what it returns is `result`. It declares the tools it may \
+        "Run a Lua program once, in lmcp's sandbox: one call instead of many. Read the resource \
+         lmcp://types/lmcp.lua first: every tool as a typed function, its arguments and result \
+         fields (tool_search finds tools by words). The chunk calls tools as \
+         `tools.NAME{...}` (results come back as tables, not through you), reads `params`, may \
+         `print`, and what it returns is `result`. It declares the tools it may \
          call on a header line `---@uses tool_a, tool_b`; without one it may call read tools \
          only. Without confirm: true its state-changing calls are previewed, not run (listed \
          in `previews`); with confirm: true it runs for real after one question listing the \

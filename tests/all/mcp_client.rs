@@ -103,6 +103,7 @@ struct Handler {
     asked: Arc<Mutex<Vec<String>>>,
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     list_changed: mpsc::UnboundedSender<()>,
+    resource_updated: mpsc::UnboundedSender<String>,
 }
 
 impl ClientHandler for Handler {
@@ -151,6 +152,14 @@ impl ClientHandler for Handler {
         let _ = self.list_changed.send(());
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.resource_updated.send(params.uri);
+    }
+
     fn get_info(&self) -> ClientConfig {
         let capabilities = if self.person == Person::Absent {
             ClientCapabilities::default()
@@ -179,6 +188,8 @@ struct Session {
     asked: Arc<Mutex<Vec<String>>>,
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     list_changed: mpsc::UnboundedReceiver<()>,
+    /// `notifications/resources/updated` outside a subscription (legacy), by URI.
+    resource_updated: mpsc::UnboundedReceiver<String>,
 }
 
 /// `LMCP_HOME` and `PATH`, nothing else (as the Python scenarios start the server).
@@ -301,12 +312,14 @@ impl Session {
         let asked = Arc::default();
         let progress = Arc::default();
         let (tx, list_changed) = mpsc::unbounded_channel();
+        let (updated_tx, resource_updated) = mpsc::unbounded_channel();
         let handler = Handler {
             generation,
             person,
             asked: Arc::clone(&asked),
             progress: Arc::clone(&progress),
             list_changed: tx,
+            resource_updated: updated_tx,
         };
         let started = match generation {
             Generation::Legacy => {
@@ -340,6 +353,7 @@ impl Session {
             asked,
             progress,
             list_changed,
+            resource_updated,
         }
     }
 
@@ -1239,6 +1253,7 @@ async fn http_a_client_without_the_token_is_turned_away() {
             asked: Arc::default(),
             progress: Arc::default(),
             list_changed: mpsc::unbounded_channel().0,
+            resource_updated: mpsc::unbounded_channel().0,
         };
         let started = tokio::time::timeout(
             CALL_TIMEOUT,

@@ -270,6 +270,112 @@ async fn the_code_profile_lists_two_tools(g: Generation) {
     s.close().await;
 }
 
+/// The typed API is a resource every profile offers: `resources/list` names it, `resources/read`
+/// returns what `lmcp types` writes, and a client subscribed to it is told once when a custom
+/// tool created over MCP changes it (`resources/subscribe` in the handshake era, the listen
+/// stream's `resourceSubscriptions` in 2026-07-28). An unknown URI is an error that names the
+/// resource there is.
+async fn the_types_resource_follows_the_tool_set(g: Generation) {
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
+    const TYPES: &str = "lmcp://types/lmcp.lua";
+    let home = tempfile::tempdir().unwrap();
+    let mut s = core(home.path(), g, Person::Absent).await;
+    let listed = s.client.list_all_resources().await.expect("resources/list");
+    let types = listed
+        .iter()
+        .find(|r| r.uri == TYPES)
+        .unwrap_or_else(|| panic!("the types resource is listed: {listed:?}"));
+    assert_eq!(types.mime_type.as_deref(), Some("text/x-lua"));
+    let read = |s: &Session| {
+        let client = s.client.peer().clone();
+        async move {
+            let r = client
+                .read_resource(ReadResourceRequestParams::new(TYPES))
+                .await
+                .expect("resources/read");
+            match &r.contents[0] {
+                ResourceContents::TextResourceContents { text, .. } => text.clone(),
+                other => panic!("text: {other:?}"),
+            }
+        }
+    };
+    let before = read(&s).await;
+    assert!(
+        before.contains("function tools.calculate(args) end"),
+        "{before}"
+    );
+    assert!(
+        before.contains("---@class calculate_result"),
+        "typed results"
+    );
+    assert!(!before.contains("user_double"));
+
+    let definition = custom_definition("user_double", "Double a number with calculate");
+    match g {
+        Generation::Legacy => {
+            #[allow(deprecated)]
+            s.client
+                .subscribe(SubscribeRequestParams::new(TYPES))
+                .await
+                .expect("resources/subscribe");
+            let r = s.call("custom_tool_create", definition).await;
+            assert!(!is_error(&r), "{r:?}");
+            let uri = tokio::time::timeout(NOTICE_TIMEOUT, s.resource_updated.recv())
+                .await
+                .expect("no notifications/resources/updated within 10 s")
+                .unwrap();
+            assert_eq!(uri, TYPES);
+            let again = tokio::time::timeout(REPEAT_WINDOW, s.resource_updated.recv()).await;
+            assert!(again.is_err(), "told once: {again:?}");
+        }
+        Generation::Modern => {
+            let mut filter = SubscriptionFilter::new();
+            filter.resource_subscriptions = Some(vec![TYPES.into(), "lmcp://nope".into()]);
+            let mut sub = s.client.listen(filter).await.expect("subscriptions/listen");
+            assert_eq!(
+                sub.acknowledged().resource_subscriptions,
+                Some(vec![TYPES.to_string()]),
+                "only what there is to watch is accepted"
+            );
+            let r = s.call("custom_tool_create", definition).await;
+            assert!(!is_error(&r), "{r:?}");
+            let next = tokio::time::timeout(NOTICE_TIMEOUT, sub.next())
+                .await
+                .expect("no resource update on the subscription within 10 s");
+            assert!(
+                matches!(&next, Ok(Some(ServerNotification::ResourceUpdatedNotification(n)))
+                    if n.params.uri == TYPES),
+                "{next:?}"
+            );
+            let more = tokio::time::timeout(REPEAT_WINDOW, sub.next()).await;
+            assert!(more.is_err(), "told once: {more:?}");
+        }
+    }
+    let after = read(&s).await;
+    assert!(
+        after.contains("function tools.user_double(args) end"),
+        "{after}"
+    );
+
+    let missing = s
+        .client
+        .read_resource(ReadResourceRequestParams::new("lmcp://types/other.lua"))
+        .await;
+    match missing {
+        Err(ServiceError::McpError(e)) => {
+            // 2026-07-28 says invalid params for a missing resource; older versions -32002
+            let code = match g {
+                Generation::Legacy => rmcp::model::ErrorCode::RESOURCE_NOT_FOUND,
+                Generation::Modern => rmcp::model::ErrorCode::INVALID_PARAMS,
+            };
+            assert_eq!(e.code, code, "{e:?}");
+            assert!(e.message.contains(TYPES), "{e:?}");
+        }
+        other => panic!("an unknown URI is an error: {other:?}"),
+    }
+    s.close().await;
+}
+
 /// One test per scenario and generation, so a failure names both.
 macro_rules! code_mode {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
@@ -293,4 +399,5 @@ code_mode! {
     a_chunk_past_its_timeout_is_stopped => timeout_legacy, timeout_2026;
     run_command_from_core_is_asked_about => run_command_legacy, run_command_2026;
     the_code_profile_lists_two_tools => code_profile_legacy, code_profile_2026;
+    the_types_resource_follows_the_tool_set => types_resource_legacy, types_resource_2026;
 }

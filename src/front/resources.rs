@@ -1,0 +1,240 @@
+//! What `lmcp serve` offers to be read rather than called: MCP resources, listed, read and
+//! watched through this one module.
+//!
+//! | URI                      | what                                                        |
+//! |--------------------------|-------------------------------------------------------------|
+//! | `lmcp://types/lmcp.lua`  | the typed tool API, exactly what `lmcp types` writes         |
+//!
+//! The types resource is what an agent in the `code` profile reads before it writes a
+//! `lua_run` chunk: every tool as a typed function on `tools`, custom tools, skill tools and
+//! upstream servers' tools included. Its URI is fixed and its content follows the tool set, so a
+//! client that subscribed is told `notifications/resources/updated` when the text changes
+//! ([`Watched`]), in both protocol generations (`resources/subscribe`, or `subscriptions/listen`
+//! with `resourceSubscriptions`).
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
+use sha2::{Digest, Sha256};
+
+use crate::host::Host;
+
+/// The typed tool API: the LuaLS/EmmyLua definitions of every tool.
+pub const TYPES_URI: &str = "lmcp://types/lmcp.lua";
+
+/// The media type of Lua source (no registered type exists; this is the common one).
+const LUA_MIME: &str = "text/x-lua";
+
+/// The definitions `lmcp types` writes, for the tools registered now.
+fn types_text(host: &Host) -> String {
+    crate::script::types::lua_definitions(&host.registry().all())
+}
+
+/// Every resource there is now, in a stable order.
+pub fn list(host: &Host) -> Vec<Resource> {
+    let text = types_text(host);
+    let mut types = Resource::new(TYPES_URI, "lmcp.lua");
+    types.title = Some("lmcp's typed tool API".into());
+    types.description = Some(
+        "Every tool lmcp has, as a typed Lua function on `tools` (LuaLS/EmmyLua definitions): \
+         its arguments, its result and its effect. Read it before writing a lua_run chunk."
+            .into(),
+    );
+    types.mime_type = Some(LUA_MIME.into());
+    types.size = Some(text.len() as u64);
+    vec![types]
+}
+
+/// Whether `uri` names a resource a client may subscribe to.
+pub fn is_watchable(uri: &str) -> bool {
+    uri == TYPES_URI
+}
+
+/// The resource at `uri`, or the MCP error for a URI that names none (-32002, with the URI).
+pub fn read(host: &Host, uri: &str) -> Result<ReadResourceResult, McpError> {
+    if uri == TYPES_URI {
+        let contents = ResourceContents::text(types_text(host), TYPES_URI).with_mime_type(LUA_MIME);
+        return Ok(ReadResourceResult::new(vec![contents]));
+    }
+    Err(not_found(uri))
+}
+
+/// The error for a URI that names no resource: it says which resources there are.
+pub fn not_found(uri: &str) -> McpError {
+    McpError::resource_not_found(
+        format!(
+            "no resource `{}` here: resources/list names them ({TYPES_URI} is the typed tool \
+             API)",
+            crate::text::escape_controls(&truncated(uri))
+        ),
+        Some(serde_json::json!({ "uri": truncated(uri) })),
+    )
+}
+
+/// A URI as long as an error should repeat it.
+fn truncated(uri: &str) -> String {
+    const MAX: usize = 200;
+    match uri.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &uri[..at]),
+        None => uri.to_string(),
+    }
+}
+
+/// What a subscriber was last told of the watchable resources: a digest of each one's text,
+/// so an update is sent when the text changed, not on every change of the tool set (a tool
+/// switched off leaves the types as they were).
+#[derive(Debug, Default)]
+pub struct Watched {
+    types: Option<[u8; 32]>,
+}
+
+impl Watched {
+    /// Watching from now: the current texts are the ones the client has seen.
+    pub fn now(host: &Host) -> Watched {
+        let mut w = Watched::default();
+        w.changed(host);
+        w
+    }
+
+    /// The watchable URIs whose text changed since the last look.
+    pub fn changed(&mut self, host: &Host) -> Vec<&'static str> {
+        let digest: [u8; 32] = Sha256::digest(types_text(host).as_bytes()).into();
+        let before = self.types.replace(digest);
+        if before.is_some_and(|b| b != digest) {
+            vec![TYPES_URI]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// One session's resource subscriptions: the URIs it asked to hear about, and what it was
+/// last told of them.
+#[derive(Debug, Default)]
+pub struct Subscriptions {
+    uris: std::collections::BTreeSet<String>,
+    /// Taken at the first subscription: a session that subscribes to nothing costs nothing
+    /// when the tool set changes.
+    watched: Option<Watched>,
+}
+
+impl Subscriptions {
+    /// Subscriptions to these URIs from now (those a client may subscribe to; others are left
+    /// out, as `subscriptions/listen` leaves out what it does not accept).
+    pub fn to(host: &Host, uris: &[String]) -> Subscriptions {
+        let mut s = Subscriptions::default();
+        for uri in uris.iter().filter(|u| is_watchable(u)) {
+            let _ = s.subscribe(host, uri);
+        }
+        s
+    }
+
+    /// Subscribes to `uri`: an update is told when its text changes from what it is now. A URI
+    /// that names no resource one can watch is refused with [`not_found`].
+    pub fn subscribe(&mut self, host: &Host, uri: &str) -> Result<(), McpError> {
+        if !is_watchable(uri) {
+            return Err(not_found(uri));
+        }
+        if self.watched.is_none() {
+            self.watched = Some(Watched::now(host));
+        }
+        self.uris.insert(uri.to_string());
+        Ok(())
+    }
+
+    /// Ends a subscription (one that was never made is not an error, as MCP asks).
+    pub fn unsubscribe(&mut self, uri: &str) {
+        self.uris.remove(uri);
+    }
+
+    /// Whether any subscription is held.
+    pub fn is_empty(&self) -> bool {
+        self.uris.is_empty()
+    }
+
+    /// The subscribed URIs whose text changed since the last look, to send
+    /// `notifications/resources/updated` for.
+    pub fn updates(&mut self, host: &Host) -> Vec<&'static str> {
+        let Some(watched) = self.watched.as_mut() else {
+            return Vec::new();
+        };
+        let mut changed = watched.changed(host);
+        changed.retain(|u| self.uris.contains(*u));
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_types_resource_is_what_lmcp_types_writes() {
+        let home = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(home.path())).unwrap();
+        host.registry().load_builtins();
+        let read = read(&host, TYPES_URI).unwrap();
+        let ResourceContents::TextResourceContents {
+            text, mime_type, ..
+        } = &read.contents[0]
+        else {
+            panic!("text contents: {read:?}");
+        };
+        assert_eq!(text, &types_text(&host));
+        assert!(text.contains("function tools.lua_run(args) end"));
+        assert_eq!(mime_type.as_deref(), Some(LUA_MIME));
+        let listed = list(&host);
+        assert_eq!(listed[0].uri, TYPES_URI);
+        assert_eq!(listed[0].size, Some(text.len() as u64));
+    }
+
+    #[test]
+    fn an_unknown_uri_is_not_found_and_says_what_there_is() {
+        let home = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(home.path())).unwrap();
+        let e = read(&host, "lmcp://types/other\u{1b}[31m.lua").unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::RESOURCE_NOT_FOUND);
+        assert!(e.message.contains(TYPES_URI), "{}", e.message);
+        assert!(!e.message.contains('\u{1b}'), "escaped: {}", e.message);
+    }
+
+    #[test]
+    fn an_update_is_told_only_when_the_text_changed() {
+        let home = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(home.path())).unwrap();
+        host.registry().load_builtins();
+        let mut watched = Watched::now(&host);
+        assert!(watched.changed(&host).is_empty(), "nothing changed yet");
+        host.registry().announce_change();
+        assert!(
+            watched.changed(&host).is_empty(),
+            "a change that leaves the text"
+        );
+        let def = serde_json::from_value(serde_json::json!({"name": "user_twice",
+            "description": "Doubles x.", "lua": "---@param x number\nreturn params.x * 2"}))
+        .unwrap();
+        crate::library::custom_tools::save(&host, def, false).unwrap();
+        assert_eq!(watched.changed(&host), vec![TYPES_URI]);
+        assert!(watched.changed(&host).is_empty(), "told once");
+    }
+
+    #[test]
+    fn a_session_hears_only_of_what_it_subscribed_to() {
+        let home = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(home.path())).unwrap();
+        host.registry().load_builtins();
+        let mut none = Subscriptions::to(&host, &["lmcp://types/nope.lua".to_string()]);
+        assert!(none.is_empty(), "an unknown URI is not subscribed to");
+        let mut some = Subscriptions::to(&host, &[TYPES_URI.to_string()]);
+        let mut gone = Subscriptions::default();
+        gone.subscribe(&host, TYPES_URI).unwrap();
+        gone.unsubscribe(TYPES_URI);
+        assert!(gone.subscribe(&host, "file:///etc/passwd").is_err());
+        let def = serde_json::from_value(serde_json::json!({"name": "user_thrice",
+            "description": "Triples x.", "lua": "---@param x number\nreturn params.x * 3"}))
+        .unwrap();
+        crate::library::custom_tools::save(&host, def, false).unwrap();
+        assert_eq!(some.updates(&host), vec![TYPES_URI]);
+        assert!(none.updates(&host).is_empty());
+        assert!(gone.updates(&host).is_empty());
+    }
+}
