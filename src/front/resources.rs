@@ -4,6 +4,7 @@
 //! | URI                      | what                                                        |
 //! |--------------------------|-------------------------------------------------------------|
 //! | `lmcp://types/lmcp.lua`  | the typed tool API, exactly what `lmcp types` writes         |
+//! | `lmcp://types/tools/NAME.lua` | one tool's part of it (a resource template)            |
 //!
 //! The types resource is what an agent in the `code` profile reads before it writes a
 //! `lua_run` chunk: every tool as a typed function on `tools`, custom tools, skill tools and
@@ -20,6 +21,11 @@ use crate::host::Host;
 
 /// The typed tool API: the LuaLS/EmmyLua definitions of every tool.
 pub const TYPES_URI: &str = "lmcp://types/lmcp.lua";
+
+/// One tool's definitions: `lmcp://types/tools/NAME.lua` (listed as a resource template, not
+/// one resource per tool: an agent finds names with `tool_search`).
+pub const TOOL_TYPES_TEMPLATE: &str = "lmcp://types/tools/{name}.lua";
+const TOOL_TYPES_PREFIX: &str = "lmcp://types/tools/";
 
 /// The media type of Lua source (no registered type exists; this is the common one).
 const LUA_MIME: &str = "text/x-lua";
@@ -44,6 +50,30 @@ pub fn list(host: &Host) -> Vec<Resource> {
     vec![types]
 }
 
+/// The resource templates: one tool's definitions by name.
+pub fn templates() -> Vec<rmcp::model::ResourceTemplate> {
+    let mut t = rmcp::model::ResourceTemplate::new(TOOL_TYPES_TEMPLATE, "tool types");
+    t.title = Some("One tool's typed definition".into());
+    t.description = Some(
+        "The part of lmcp://types/lmcp.lua for one tool: its argument and result classes and \
+         its function on `tools`. Cheaper than the whole file when a chunk calls a few tools."
+            .into(),
+    );
+    t.mime_type = Some(LUA_MIME.into());
+    vec![t]
+}
+
+/// One tool's definitions, for `lmcp://types/tools/NAME.lua`, if NAME is a tool.
+fn tool_types(host: &Host, uri: &str) -> Option<String> {
+    let name = uri.strip_prefix(TOOL_TYPES_PREFIX)?.strip_suffix(".lua")?;
+    let tool = host.registry().get(name)?;
+    Some(format!(
+        "---@meta\n-- `{name}` from lmcp://types/lmcp.lua, which also defines the globals (params, \
+         json, log, Preview, ToolError).\n{}",
+        crate::script::types::tool_definitions(&[tool])
+    ))
+}
+
 /// Whether `uri` names a resource a client may subscribe to.
 pub fn is_watchable(uri: &str) -> bool {
     uri == TYPES_URI
@@ -55,6 +85,10 @@ pub fn read(host: &Host, uri: &str) -> Result<ReadResourceResult, McpError> {
         let contents = ResourceContents::text(types_text(host), TYPES_URI).with_mime_type(LUA_MIME);
         return Ok(ReadResourceResult::new(vec![contents]));
     }
+    if let Some(text) = tool_types(host, uri) {
+        let contents = ResourceContents::text(text, uri).with_mime_type(LUA_MIME);
+        return Ok(ReadResourceResult::new(vec![contents]));
+    }
     Err(not_found(uri))
 }
 
@@ -63,7 +97,7 @@ pub fn not_found(uri: &str) -> McpError {
     McpError::resource_not_found(
         format!(
             "no resource `{}` here: resources/list names them ({TYPES_URI} is the typed tool \
-             API)",
+             API; {TOOL_TYPES_PREFIX}NAME.lua one tool's part, for a tool named NAME)",
             crate::text::escape_controls(&truncated(uri))
         ),
         Some(serde_json::json!({ "uri": truncated(uri) })),
@@ -185,6 +219,32 @@ mod tests {
         let listed = list(&host);
         assert_eq!(listed[0].uri, TYPES_URI);
         assert_eq!(listed[0].size, Some(text.len() as u64));
+    }
+
+    #[test]
+    fn one_tool_s_types_are_its_part_of_the_whole() {
+        let home = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(home.path())).unwrap();
+        host.registry().load_builtins();
+        let read = read(&host, "lmcp://types/tools/read_file.lua").unwrap();
+        let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+            panic!("text contents: {read:?}");
+        };
+        assert!(
+            text.contains("function tools.read_file(args) end"),
+            "{text}"
+        );
+        assert!(!text.contains("function tools.write_file"), "{text}");
+        let (_, part) = text.split_once('\n').unwrap();
+        let (_, part) = part.split_once('\n').unwrap();
+        assert!(types_text(&host).contains(part), "a part of the whole file");
+        for missing in [
+            "lmcp://types/tools/no_such_tool.lua",
+            "lmcp://types/tools/read_file",
+            "lmcp://types/tools/.lua",
+        ] {
+            assert!(super::read(&host, missing).is_err(), "{missing}");
+        }
     }
 
     #[test]

@@ -235,7 +235,8 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "Run a Lua chunk",
         "Run a Lua program once, in lmcp's sandbox: one call instead of many. Read the resource \
          lmcp://types/lmcp.lua first: every tool as a typed function, its arguments and result \
-         fields (tool_search finds tools by words). The chunk calls tools as \
+         fields (or lmcp://types/tools/NAME.lua for just the tools you call; tool_search finds \
+         tools by words). The chunk calls tools as \
          `tools.NAME{...}` (results come back as tables, not through you), reads `params`, may \
          `print`, and what it returns is `result`. It declares the tools it may \
          call on a header line `---@uses tool_a, tool_b`; without one it may call read tools \

@@ -204,6 +204,15 @@ pub fn lua_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
     );
     out.push_str(GLOBALS);
     out.push_str(SANDBOX);
+    out.push_str(&tool_definitions(tools));
+    out
+}
+
+/// The definitions of these tools alone (sorted as given): their argument and result classes
+/// and their functions on `tools`, without the globals every script has. An agent that knows
+/// which tools it will call reads these instead of the whole file.
+pub fn tool_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
+    let mut out = String::new();
     for tool in tools {
         let s = tool.spec();
         out.push('\n');

@@ -357,6 +357,29 @@ async fn the_types_resource_follows_the_tool_set(g: Generation) {
         "{after}"
     );
 
+    // one tool's part, named by the template
+    let templates = s
+        .client
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list");
+    assert_eq!(templates[0].uri_template, "lmcp://types/tools/{name}.lua");
+    let one = s
+        .client
+        .read_resource(ReadResourceRequestParams::new(
+            "lmcp://types/tools/user_double.lua",
+        ))
+        .await
+        .expect("one tool's types");
+    let ResourceContents::TextResourceContents { text, .. } = &one.contents[0] else {
+        panic!("text: {one:?}");
+    };
+    assert!(
+        text.contains("function tools.user_double(args) end"),
+        "{text}"
+    );
+    assert!(!text.contains("function tools.calculate"), "{text}");
+
     let missing = s
         .client
         .read_resource(ReadResourceRequestParams::new("lmcp://types/other.lua"))
