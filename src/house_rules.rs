@@ -14,6 +14,10 @@
 //!   itself; no other file names a way to either stream.
 //! - **Every host-memory charge point is listed.** The files that charge a run's host memory
 //!   budget are exactly those its table in `src/gate/host_memory.rs` names.
+//! - **One description of an argument's schema problem.** A validation error becomes words
+//!   (without the offending value, with the did-you-mean for an unknown property name) only in
+//!   `src/gate/hint.rs`; no other file masks a `jsonschema` error itself, so no door or check
+//!   tells one without the hint (#38).
 //! - **A sentence does not carry its indentation.** A string literal continued on the next line
 //!   without a `\` keeps the next line's leading spaces, and a message read "describe
 //!   `              `it" (#34). A text laid out line by line opens with `"\` and a newline
@@ -149,6 +153,40 @@ fn the_layer_reader_sees_inline_and_grouped_paths() {
         "use crate::{gate::Pass, store};\nlet x = crate::host::Host::of(c); // crate::front\n",
     );
     assert_eq!(names, ["gate", "store", "host"]);
+}
+
+/// Whether a line of code (its comment left out) turns a `jsonschema` error into words.
+fn tells_a_schema_error(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or("");
+    code.contains(".masked()") || code.contains(".masked_with(")
+}
+
+#[test]
+fn only_the_gate_hint_tells_a_schema_problem() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut around = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap_or(file);
+        if rel == Path::new("gate/hint.rs") || rel == Path::new("house_rules.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("readable");
+        for (i, line) in text.lines().enumerate() {
+            if tells_a_schema_error(line) {
+                around.push(format!("{}:{}", rel.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        around.is_empty(),
+        "schema errors told outside src/gate/hint.rs (use crate::gate::schema_problem):\n{}",
+        around.join("\n")
+    );
+    assert!(tells_a_schema_error("let m = e.masked().to_string();"));
+    assert!(!tells_a_schema_error("// e.masked() in a comment"));
 }
 
 #[test]

@@ -530,12 +530,16 @@ function tools.skill_get(args) end
 ---@field skill_md string
 ---@field scripts? table[]
 ---@field references? table[]
----Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional
----version and config fields {title, type: text|number|select|switch, secret, required, default,
----values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses
----lists the tools a script calls; a script another one require()s by name is a module, not a tool,
----and takes no ---@param) and references [{name, content}]. A skill of the same name is updated
----(installtime kept); an invalid package changes nothing.
+---Install a skill package (an Agent Skills folder's content): skill_md (SKILL.md with YAML front
+---matter: name, description, optional license, compatibility, allowed-tools, metadata, version and
+---config fields {title, type: text|number|select|switch, secret, required, default, values}; the
+---body is the prompt; allowed-tools names another host's tools and grants nothing here), scripts
+---[{name, code}] (Lua only, named NAME.lua or NAME: search.lua installs as search; a ---@param
+---header; ---@uses lists the tools a script calls; a script another one require()s by name is a
+---module, not a tool, and takes no ---@param) and references [{name, content}] (text only read,
+---never run: every other file of the folder, by its path, like reference.md or scripts/helper.py;
+---at most 100, 1 MiB each, 8 MiB in all). A skill of the same name is updated (installtime kept);
+---an invalid package changes nothing.
 ---effect: write
 ---@param args skill_install_args
 ---@return any|Preview

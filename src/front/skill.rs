@@ -25,7 +25,8 @@ pub enum SkillCommand {
         #[arg(add = clap_complete::ArgValueCandidates::new(super::complete::skills))]
         name: String,
     },
-    /// Install (or update) a skill from a folder holding SKILL.md, scripts/ and references/.
+    /// Install (or update) a skill from a folder as the Agent Skills format lays it out: SKILL.md,
+    /// scripts/*.lua (tools) and any other files (references: only read, never run).
     Install {
         /// The folder.
         dir: PathBuf,
@@ -92,77 +93,215 @@ async fn gated(host: &Arc<Host>, tool: &str, args: Value, yes: bool) -> Result<V
         .into_result()
 }
 
-/// Reads a skill folder into `skill_install`'s arguments. `lmcp_own` are lmcp's own folders: a
-/// file of the package that is a hard link to one of lmcp's files (its HTTP token, say) is
-/// refused like a link leading outside.
-pub fn package_args(dir: &Path, lmcp_own: &crate::store::OwnFolders) -> Result<Value> {
+/// Reads a skill folder into `skill_install`'s arguments, as an Agent Skills folder is laid
+/// out (#38): `SKILL.md`; `scripts/*.lua` become `scripts` (tools, or modules of them); every
+/// other file becomes a reference named by its path in the folder (`reference.md`,
+/// `scripts/helper.py`, `assets/form.txt`; a file under `references/` by its path there), to be
+/// read and never run. Hidden files and folders (`.git`, `.DS_Store`) are left out, and
+/// returned second, by path, for the install question to name. The walk stops at the first file over a
+/// cap (count, size of one, size of all, depth) with an error naming it and the cap, so a huge
+/// folder is never read whole. `lmcp_own` are lmcp's own folders: a file of the package that is
+/// a hard link to one of lmcp's files (its HTTP token, say) is refused like a link leading
+/// outside.
+pub fn package_args(
+    dir: &Path,
+    lmcp_own: &crate::store::OwnFolders,
+) -> Result<(Value, Vec<String>)> {
     let package = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
-    // Every file read must be the package's own: a link leading outside it (to a key, say)
-    // is refused, naming it. Sizes are checked before anything is read.
-    let own = |path: &Path| -> Result<()> {
-        let real = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-        if !real.starts_with(&package) {
-            return Err(Error::Refused(format!(
-                "{} links outside the package (to {}); copy the file into the package instead",
-                path.display(),
-                real.display()
-            )));
-        }
-        let meta = std::fs::metadata(&real).map_err(|e| Error::io(path, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            if meta.is_file() && meta.nlink() > 1 && lmcp_own.holds_file((meta.dev(), meta.ino())) {
-                return Err(Error::Refused(format!(
-                    "{} is a hard link to one of lmcp's own files (settings or data), which no \
-                     package may carry; copy the file you meant into the package instead",
-                    path.display()
-                )));
-            }
-        }
-        let len = meta.len();
-        if len > skills::MAX_FILE_BYTES as u64 {
-            return Err(Error::Limit {
-                what: format!("{} is {len} bytes", path.display()),
-                limit: format!("{} bytes", skills::MAX_FILE_BYTES),
-            });
-        }
-        Ok(())
-    };
+    let mut found = Found::default();
     let md_path = dir.join("SKILL.md");
-    own(&md_path)?;
-    let skill_md = std::fs::read_to_string(&md_path).map_err(|e| Error::io(&md_path, e))?;
-    let read = |sub: &str, value: &str, only_lua: bool| -> Result<Vec<Value>> {
-        let mut out = Vec::new();
-        let path = dir.join(sub);
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Ok(out);
+    let skill_md = text_of(&md_path, own_bytes(&package, &md_path, lmcp_own)?)?;
+    walk(&package, dir, "", lmcp_own, &mut found)?;
+    let files = |list: Vec<(String, String)>, value: &str| -> Vec<Value> {
+        list.into_iter()
+            .map(|(name, text)| json!({"name": name, value: text}))
+            .collect()
+    };
+    let args = json!({
+        "skill_md": skill_md,
+        "scripts": files(found.scripts, "code"),
+        "references": files(found.references, "content"),
+    });
+    Ok((args, found.left_out))
+}
+
+/// What [`walk`] found in a skill folder.
+#[derive(Default)]
+struct Found {
+    /// `scripts/*.lua`: (file name, code).
+    scripts: Vec<(String, String)>,
+    /// Every other file: (name, text).
+    references: Vec<(String, String)>,
+    /// Bytes of the references so far.
+    total: usize,
+    /// Hidden entries left out, by path.
+    left_out: Vec<String>,
+}
+
+/// Walks `folder` (at `rel` in the package, `""` for its top), sorting each folder's entries,
+/// into `found`.
+fn walk(
+    package: &Path,
+    folder: &Path,
+    rel: &str,
+    lmcp_own: &crate::store::OwnFolders,
+    found: &mut Found,
+) -> Result<()> {
+    let entries = std::fs::read_dir(folder).map_err(|e| Error::io(folder, e))?;
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        let file = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = format!("{rel}{file}");
+        if file.starts_with('.') {
+            found.left_out.push(name);
+            continue;
         }
-        own(&path)?;
-        let entries = std::fs::read_dir(&path).map_err(|e| Error::io(&path, e))?;
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        files.sort();
-        for f in files {
-            let name = f
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if only_lua && !name.ends_with(".lua") {
+        if rel.is_empty() && file == "SKILL.md" {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
+        if meta.is_dir() {
+            // the parts a reference's name would have for a file in this folder (the
+            // `references/` folder itself is no part of it)
+            let inside = name.strip_prefix("references").unwrap_or(&name);
+            let parts = inside.split('/').filter(|p| !p.is_empty()).count() + 1;
+            let holds_any = std::fs::read_dir(&path).is_ok_and(|mut e| e.next().is_some());
+            if parts > skills::MAX_REFERENCE_DEPTH && holds_any {
+                return Err(Error::Limit {
+                    what: format!(
+                        "{} is too deep: a file in it would be a reference of {parts} parts",
+                        path.display()
+                    ),
+                    limit: format!(
+                        "{} parts to a reference's path, like `assets/forms/a.txt`",
+                        skills::MAX_REFERENCE_DEPTH
+                    ),
+                });
+            }
+            if parts > skills::MAX_REFERENCE_DEPTH {
                 continue;
             }
-            own(&f)?;
-            let text = std::fs::read_to_string(&f).map_err(|e| Error::io(&f, e))?;
-            out.push(json!({"name": name, value: text}));
+            walk(package, &path, &format!("{name}/"), lmcp_own, found)?;
+            continue;
         }
-        Ok(out)
-    };
-    Ok(
-        json!({"skill_md": skill_md, "scripts": read("scripts", "code", true)?, "references": read("references", "content", false)?}),
-    )
+        if meta.file_type().is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            return Err(Error::Refused(format!(
+                "{} is a link to a folder; copy the folder into the package instead",
+                path.display()
+            )));
+        }
+        if rel == "scripts/" && file.ends_with(".lua") {
+            let code = text_of(&path, own_bytes(package, &path, lmcp_own)?)?;
+            found.scripts.push((file, code));
+            continue;
+        }
+        if found.references.len() >= skills::MAX_REFERENCES {
+            return Err(Error::Limit {
+                what: format!(
+                    "{} would be reference number {} of the skill (every file but SKILL.md and \
+                     scripts/*.lua is one)",
+                    path.display(),
+                    found.references.len() + 1
+                ),
+                limit: format!(
+                    "{} references; leave out the files the skill does not need",
+                    skills::MAX_REFERENCES
+                ),
+            });
+        }
+        let text = text_of(&path, own_bytes(package, &path, lmcp_own)?)?;
+        found.total += text.len();
+        if found.total > skills::MAX_REFERENCE_BYTES {
+            return Err(Error::Limit {
+                what: format!(
+                    "with {} the skill's references come to {} bytes",
+                    path.display(),
+                    found.total
+                ),
+                limit: format!("{} bytes for all references", skills::MAX_REFERENCE_BYTES),
+            });
+        }
+        let name = name
+            .strip_prefix("references/")
+            .unwrap_or(&name)
+            .to_string();
+        found.references.push((name, text));
+    }
+    Ok(())
+}
+
+/// A package file's bytes, once it is known to be the package's own: a link leading outside
+/// it (to a key, say) is refused, naming it, as is a hard link to one of lmcp's own files.
+/// The size is checked on the opened file before anything is read.
+fn own_bytes(package: &Path, path: &Path, lmcp_own: &crate::store::OwnFolders) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let real = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    if !real.starts_with(package) {
+        return Err(Error::Refused(format!(
+            "{} links outside the package (to {}); copy the file into the package instead",
+            path.display(),
+            real.display()
+        )));
+    }
+    let file = std::fs::File::open(&real).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.is_file() && meta.nlink() > 1 && lmcp_own.holds_file((meta.dev(), meta.ino())) {
+            return Err(Error::Refused(format!(
+                "{} is a hard link to one of lmcp's own files (settings or data), which no \
+                 package may carry; copy the file you meant into the package instead",
+                path.display()
+            )));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = lmcp_own;
+    if !meta.is_file() {
+        return Err(Error::Refused(format!(
+            "{} is not a plain file; a skill carries files only",
+            path.display()
+        )));
+    }
+    let len = meta.len();
+    if len > skills::MAX_FILE_BYTES as u64 {
+        return Err(Error::Limit {
+            what: format!("{} is {len} bytes", path.display()),
+            limit: format!("{} bytes a file", skills::MAX_FILE_BYTES),
+        });
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(skills::MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() > skills::MAX_FILE_BYTES {
+        return Err(Error::Limit {
+            what: format!(
+                "{} grew past {} bytes as it was read",
+                path.display(),
+                skills::MAX_FILE_BYTES
+            ),
+            limit: format!("{} bytes a file", skills::MAX_FILE_BYTES),
+        });
+    }
+    Ok(bytes)
+}
+
+/// A package file's text: a skill's files are text (its scripts Lua, its references to read),
+/// and one that is not UTF-8 is refused by name rather than installed half-read.
+fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|_| {
+        Error::Refused(format!(
+            "{} is not UTF-8 text: a skill's files are text (Lua scripts, and references to \
+             read), so lmcp installs no other kind; leave it out of the folder",
+            path.display()
+        ))
+    })
 }
 
 /// Runs `lmcp skill ...`.
@@ -202,13 +341,29 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
             }
             let s = v["skill"].clone();
             emit(json, &s, || {
-                let mut out = format!(
-                    "{} — {}\n",
-                    s["name"].as_str().unwrap_or(""),
-                    s["description"].as_str().unwrap_or("")
-                );
+                let line = |v: &Value| escape_controls(v.as_str().unwrap_or("")).into_owned();
+                let mut out = format!("{} — {}\n", line(&s["name"]), line(&s["description"]));
+                for key in ["license", "compatibility", "version"] {
+                    if s[key].is_string() {
+                        out.push_str(&format!("{key}: {}\n", line(&s[key])));
+                    }
+                }
+                for (k, v) in s["metadata"].as_object().into_iter().flatten() {
+                    out.push_str(&format!("metadata {}: {}\n", escape_controls(k), line(v)));
+                }
+                if let Some(tools) = s["allowed_tools"].as_array() {
+                    let names: Vec<String> = tools.iter().map(line).collect();
+                    out.push_str(&format!(
+                        "allowed-tools: {} — {}\n",
+                        names.join(" "),
+                        line(&s["allowed_tools_note"])
+                    ));
+                }
                 out.push_str(&format!("scripts: {}\n", s["toolNames"]));
                 out.push_str(&format!("references: {}\n", s["referenceNames"]));
+                if s["references_note"].is_string() {
+                    out.push_str(&format!("  ({})\n", line(&s["references_note"])));
+                }
                 for (k, f) in s["config"].as_object().into_iter().flatten() {
                     let value = &s["values"][k];
                     let shown = if f["secret"] == true {
@@ -230,29 +385,22 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
             Ok(0)
         }
         SkillCommand::Install { dir, yes } => {
-            let args = package_args(&dir, &crate::store::OwnFolders::of(host.paths()))?;
-            let scripts: Vec<(String, String)> = args["scripts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    (
-                        s["name"].as_str().unwrap_or("").to_string(),
-                        s["code"].as_str().unwrap_or("").to_string(),
-                    )
-                })
-                .collect();
-            let refs: Vec<(String, String)> = args["references"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    (
-                        s["name"].as_str().unwrap_or("").to_string(),
-                        s["content"].as_str().unwrap_or("").to_string(),
-                    )
-                })
-                .collect();
+            let (args, left_out) = package_args(&dir, &crate::store::OwnFolders::of(host.paths()))?;
+            let pairs = |key: &str, value: &str| -> Vec<(String, String)> {
+                args[key]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        (
+                            s["name"].as_str().unwrap_or("").to_string(),
+                            s[value].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect()
+            };
+            let scripts = pairs("scripts", "code");
+            let refs = pairs("references", "content");
             let package = skills::check_package(
                 host.registry(),
                 args["skill_md"].as_str().unwrap_or(""),
@@ -260,15 +408,20 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                 &refs,
             )?;
             if !json {
+                // the install question: what becomes a tool, what is only read (#38)
+                let md = &package.md;
                 super::door::outln(&format!(
                     "skill `{}`: {}",
-                    escape_controls(&package.md.name),
-                    escape_controls(&package.md.description)
+                    escape_controls(&md.name),
+                    escape_controls(&md.description)
                 ));
+                if let Some(l) = &md.license {
+                    super::door::outln(&format!("  license: {}", escape_controls(l)));
+                }
                 for s in &package.scripts {
                     if s.is_module() {
                         super::door::outln(&format!(
-                            "  module {:<20} required by: {}",
+                            "  module {:<20} required by: {} (not a tool)",
                             s.name,
                             s.required_by.join(", ")
                         ));
@@ -283,10 +436,33 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
                         format!("; may reach: {}", s.program.connect.join(", "))
                     };
                     super::door::outln(&format!(
-                        "  script {:<20} may call: {}{}",
+                        "  script {:<20} becomes the tool {}; may call: {}{}",
                         s.name,
+                        skills::tool_name(&md.name, &s.name),
                         escape_controls(&calls),
                         escape_controls(&reach)
+                    ));
+                }
+                if !package.references.is_empty() {
+                    let names: Vec<&str> =
+                        package.references.iter().map(|(n, _)| n.as_str()).collect();
+                    super::door::outln(&format!(
+                        "  only read, never run: {} ({})",
+                        names.join(", "),
+                        skills::READ_ONLY_NOTE
+                    ));
+                }
+                if !md.allowed_tools.is_empty() {
+                    super::door::outln(&format!(
+                        "  allowed-tools: {} — {}",
+                        escape_controls(&md.allowed_tools.join(" ")),
+                        skills::ALLOWED_TOOLS_NOTE
+                    ));
+                }
+                if !left_out.is_empty() {
+                    super::door::outln(&format!(
+                        "  left out (hidden): {}",
+                        escape_controls(&left_out.join(", "))
                     ));
                 }
                 if let Some(note) = skills::secrets_note(&package.md, &scripts) {

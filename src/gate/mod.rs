@@ -8,7 +8,8 @@
 //!    denied;
 //! 2. **availability**: an unavailable tool fails with the reason;
 //! 3. **validate** the arguments against the input schema; failures name the JSON pointer and
-//!    the rule;
+//!    the rule, and an unknown property the declared one it was probably meant to be
+//!    (`skillMd`: did you mean `skill_md`?);
 //!    A call that runs a program (a gateway or a `user_` tool) works out that program first and
 //!    takes *its* effect: the strongest effect of every tool it may call, destructive if any is;
 //! 4. **grants**: `deny` refuses; `ask` needs a person's yes at stage 6;
@@ -37,12 +38,14 @@
 //! | `approval.rs` | what a person's yes covers: exactly the calls they were shown       |
 //! | `plan.rs`     | the state-changing calls of a program run, in order, and their hash |
 //! | `journal.rs`  | run journals: a failed run resumed without repeating what it did    |
+//! | `hint.rs`     | what a schema problem says; did-you-mean for an unknown argument    |
 //! | `history.rs`  | the call history ring: what was called, and how it ended            |
 
 mod approval;
 mod caller;
 mod confirm;
 mod context;
+mod hint;
 mod history;
 mod host_memory;
 pub mod journal;
@@ -58,6 +61,8 @@ pub use confirm::{
 pub use context::{
     CallContext, CallRequest, ConfirmMode, Origin, Outcome, Preview, Progress, ProgressSink,
 };
+pub(crate) use hint::problem as schema_problem;
+pub use hint::{closest_property, snake_case};
 pub use history::{ArgShape, History, HistoryEntry, Recent, arg_shapes, size_bucket};
 pub use host_memory::{Held, HostMemory, JSON_VALUE_COST, LuaShare, json_cost};
 pub use plan::{Plan, plan_hash, plan_hash_reaching};
@@ -620,7 +625,8 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Validates arguments; at most [`MAX_PROBLEMS`] problems, each without the offending value.
+/// Validates arguments; at most [`MAX_PROBLEMS`] problems, each without the offending value,
+/// and an unknown property with the did-you-mean of [`hint`] (every door's calls pass here).
 fn schema_problems(tool: &Tool, args: &Value) -> crate::error::Result<Vec<SchemaProblem>> {
     let validator = tool.validator()?;
     // most calls are valid: a yes or no walks the arguments without building any error
@@ -630,11 +636,7 @@ fn schema_problems(tool: &Tool, args: &Value) -> crate::error::Result<Vec<Schema
     Ok(validator
         .iter_errors(args)
         .take(MAX_PROBLEMS)
-        .map(|e| SchemaProblem {
-            pointer: e.instance_path().to_string(),
-            rule: e.kind().keyword().to_string(),
-            message: e.masked().to_string(),
-        })
+        .map(|e| hint::problem(&tool.spec().input_schema, &e))
         .collect())
 }
 

@@ -1119,7 +1119,7 @@ pub fn check_args(
                     pointer,
                     format!(
                         "{} (rule `{keyword}`) for `{name}`; {} shows its input schema",
-                        e.masked(),
+                        crate::gate::schema_problem(&spec.input_schema, &e).message,
                         crate::text::arg_words::tool(
                             "tools/list",
                             &format!("lmcp tool show {name}")

@@ -1169,3 +1169,74 @@ async fn a_nested_plan_in_a_real_run_is_reported_as_previewed() {
     assert_eq!(t.entered.count("probe_write"), 0);
     assert_eq!(t.entered.count("probe_destructive"), 1);
 }
+
+/// An unknown argument name gets a did-you-mean from the names the tool's schema declares
+/// where it was found, at every door, because the gate's validation is where every call passes
+/// (#38): the skill contract's `skillMd` from an MCP client, `scriptName` and a nested
+/// `steps/0/toolName` from `lmcp call`, and typos from Lua. The call is still refused: the
+/// hint names the argument to send, it is no alias.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_argument_gets_a_did_you_mean_at_every_door() {
+    let t = TestHost::new();
+    let md = "---\nname: demo\ndescription: d\n---\nbody\n";
+    let e = common::call(&t.host, "skill_install", json!({"skillMd": md}))
+        .await
+        .into_result()
+        .expect_err("skillMd is no argument of skill_install");
+    assert!(
+        e.to_string().contains(
+            "at (root): Additional properties are not allowed ('skillMd' was unexpected); did \
+             you mean `skill_md`? (lmcp's arguments are snake_case) (rule `additionalProperties`)"
+        ),
+        "{e}"
+    );
+    assert!(t.host.registry().get("skill__demo__x").is_none());
+
+    // from Lua: the error a program catches says the same
+    let lua = "local function said(f, args)\n  local ok, e = pcall(f, args)\n  return e.message\nend\nreturn {said(tools.calculate, {expresion = '1+1'}), said(tools.read_file, {filePath = 'a.txt'})}";
+    let out = common::run_lua(&t.host, lua, ConfirmMode::Preview, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let said = out.value.as_array().unwrap();
+    assert!(
+        said[0]
+            .as_str()
+            .unwrap()
+            .contains("('expresion' was unexpected); did you mean `expression`? (rule"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].as_str().unwrap().contains(
+            "('filePath' was unexpected); did you mean `path`? (lmcp's arguments are snake_case)"
+        ),
+        "{said:?}"
+    );
+
+    // from the command line, and nested
+    let home = tempfile::tempdir().unwrap();
+    let out = common::lmcp(
+        home.path(),
+        &["call", "skill_call", "skill=demo", "scriptName=hello"],
+    );
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("('scriptName' was unexpected); did you mean `script`? (lmcp's arguments are snake_case)"),
+        "{e}"
+    );
+    let out = common::lmcp(
+        home.path(),
+        &[
+            "call",
+            "custom_tool_create",
+            "name=user_twice",
+            "description=Doubles",
+            r#"steps=[{"id": "a", "toolName": "calculate", "arguments": {}}]"#,
+        ],
+    );
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("at /steps/0: Additional properties are not allowed ('toolName' was unexpected); did you mean `tool`?"),
+        "{e}"
+    );
+}

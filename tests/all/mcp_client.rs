@@ -5,9 +5,10 @@
 //!
 //! The same scenarios and checks as `tests/mcp/scenarios.py`, one test per scenario and
 //! generation: listing (with and without output schemas, and with tools unavailable here left
-//! out), calls with structured results, invalid arguments as isError, an unknown tool as a
-//! protocol error, a custom tool created over MCP with its list-changed notice, custom tools
-//! saved and deleted from the command line while the server runs, cancelling a long Lua run,
+//! out), calls with structured results, invalid arguments as isError (an unknown one with its
+//! did-you-mean), an unknown tool as a protocol error, a custom tool created over MCP with its
+//! list-changed notice, custom tools saved and deleted from the command line while the server
+//! runs, cancelling a long Lua run,
 //! progress from a recipe and from a PDF build, elicitation accepted, declined and impossible,
 //! and one yes for a whole recipe. The Python SDK run (`tests/interop/mcp.rs`) stays as an interop
 //! cross-check against a second client implementation.
@@ -732,6 +733,16 @@ async fn calls(g: Generation, door: Door) {
     assert!(is_error(&r), "{r:?}");
     assert!(
         text(&r).contains("/expression") && text(&r).contains("rule `type`"),
+        "{}",
+        text(&r)
+    );
+
+    // the skill contract's camelCase name gets the snake_case one (#38)
+    let r = s
+        .call("skill_install", json!({"skillMd": "---\nname: x\n---\n"}))
+        .await;
+    assert!(
+        is_error(&r) && text(&r).contains("('skillMd' was unexpected); did you mean `skill_md`?"),
         "{}",
         text(&r)
     );

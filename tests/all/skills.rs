@@ -970,3 +970,410 @@ fn a_package_cannot_carry_a_hard_link_to_lmcp_own_files() {
     );
     assert!(!home.path().join("data/skills/word-stats").exists());
 }
+
+/// The Agent Skills fixture: a skill written in that format, with a license, allowed-tools,
+/// metadata, a Lua script, a Python script and other files.
+fn text_tally() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent-skills/text-tally")
+}
+
+/// Copies a folder (files and subfolders) to `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Every path under `dir` (to look for what a run would leave behind).
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            out.extend(files_under(&e.path()));
+        }
+        out.push(e.path());
+    }
+    out
+}
+
+/// An Agent Skills folder installs as it is (#38): its front matter's license, compatibility,
+/// allowed-tools and metadata are kept and shown (allowed-tools with the note that it grants
+/// nothing here), its `scripts/*.lua` become tools, and every other file — the Python script
+/// included — becomes a reference, read and never run. The install question says which is
+/// which, and names the hidden file it leaves out.
+#[test]
+fn an_agent_skills_folder_installs_as_it_is() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dir = h.join("text-tally");
+    copy_dir(&text_tally(), &dir);
+    std::fs::write(dir.join(".DS_Store"), [0u8, 1, 2]).unwrap();
+    let path = dir.to_str().unwrap();
+
+    let out = lmcp(h, &["skill", "install", path]);
+    let question = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "it asks first: {question}");
+    for line in [
+        "skill `text-tally`: Count the words and lines of a text",
+        "  license: MIT (see LICENSE.txt)",
+        "becomes the tool skill__text_tally__tally; may call:",
+        "  only read, never run: LICENSE.txt, README.md, reference.md, scripts/helper.py (references are text to read; lmcp never runs one, whatever its language: only scripts/*.lua become tools)",
+        "  allowed-tools: Bash(python3:*) Read — allowed-tools names another host's tools (Bash, Read, ...) and grants nothing in lmcp",
+        "  left out (hidden): .DS_Store",
+    ] {
+        assert!(question.contains(line), "{line:?} in:\n{question}");
+    }
+    assert!(
+        !question.contains("script helper"),
+        "the Python script is no script here: {question}"
+    );
+    assert_eq!(
+        lmcp(h, &["skill", "install", path, "--yes"]).status.code(),
+        Some(0)
+    );
+
+    // kept and shown: skill_get (the record) and `lmcp skill show`
+    let record = json_out(&lmcp(h, &["skill", "show", "text-tally", "--json"]));
+    assert_eq!(record["license"], "MIT (see LICENSE.txt)");
+    assert_eq!(
+        record["compatibility"],
+        "Any host that runs Lua scripts; the Python helper is for hosts with python3."
+    );
+    assert_eq!(record["allowed_tools"], json!(["Bash(python3:*)", "Read"]));
+    assert!(
+        record["allowed_tools_note"]
+            .as_str()
+            .unwrap()
+            .contains("grants nothing in lmcp"),
+        "{record}"
+    );
+    assert_eq!(
+        record["metadata"],
+        json!({"author": "lmcp tests", "version": "1.0"})
+    );
+    assert_eq!(record["toolNames"], json!(["tally"]));
+    assert_eq!(
+        record["referenceNames"],
+        json!([
+            "LICENSE.txt",
+            "README.md",
+            "reference.md",
+            "scripts/helper.py"
+        ])
+    );
+    assert!(
+        record["prompt"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Text tally")
+    );
+    let shown =
+        String::from_utf8_lossy(&lmcp(h, &["skill", "show", "text-tally"]).stdout).into_owned();
+    for line in [
+        "license: MIT (see LICENSE.txt)",
+        "compatibility: Any host that runs Lua scripts",
+        "metadata author: lmcp tests",
+        "metadata version: 1.0",
+        "allowed-tools: Bash(python3:*) Read — allowed-tools names another host's tools",
+        "references: [\"LICENSE.txt\",\"README.md\",\"reference.md\",\"scripts/helper.py\"]",
+        "(references are text to read; lmcp never runs one",
+    ] {
+        assert!(shown.contains(line), "{line:?} in:\n{shown}");
+    }
+
+    // the Lua script is a tool and runs; the Python one is not, and never ran
+    let out = lmcp(
+        h,
+        &[
+            "skill",
+            "call",
+            "text-tally",
+            "tally",
+            r#"{"text": "The cat saw the dog.\nThe end", "top": 1}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(
+        json_out(&out)["result"],
+        json!({"words": 7, "lines": 2, "top": [{"word": "the", "count": 3}]})
+    );
+    let out = lmcp(h, &["skill", "call", "text-tally", "helper"]);
+    assert_ne!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("`text-tally` has no script `helper` (scripts: tally)"),
+        "{said}"
+    );
+    let tools = json_out(&lmcp(h, &["tools", "--json"]));
+    let skill_tools: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("skill__text_tally__"))
+        .collect();
+    assert_eq!(skill_tools, ["skill__text_tally__tally"]);
+    let installed = h.join("data/skills/text-tally");
+    assert_eq!(
+        std::fs::read(installed.join("references/scripts/helper.py")).unwrap(),
+        std::fs::read(text_tally().join("scripts/helper.py")).unwrap(),
+        "kept as it is, as a reference"
+    );
+    assert!(!installed.join("scripts/helper.py").exists());
+    assert!(!installed.join("references/.DS_Store").exists());
+    for place in [&dir, &installed, &text_tally()] {
+        let ran: Vec<_> = files_under(place)
+            .into_iter()
+            .filter(|p| p.ends_with("HELPER_RAN"))
+            .collect();
+        assert!(ran.is_empty(), "the Python helper ran: {ran:?}");
+    }
+}
+
+/// `skill_install` over MCP takes the same content as an Agent Skills folder: SKILL.md, the
+/// Lua scripts, and the other files as references by their paths (#38). The record shows the
+/// front matter's fields, and the Python script is not a script to call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_install_takes_a_folder_s_other_files_as_references() {
+    let t = TestHost::new();
+    let dir = text_tally();
+    let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap();
+    let references: Vec<Value> = ["reference.md", "LICENSE.txt", "scripts/helper.py"]
+        .iter()
+        .map(|n| json!({"name": n, "content": read(n)}))
+        .collect();
+    let installed = ok(
+        &t,
+        "skill_install",
+        json!({
+            "skill_md": read("SKILL.md"),
+            "scripts": [{"name": "tally.lua", "code": read("scripts/tally.lua")}],
+            "references": references,
+        }),
+    )
+    .await;
+    assert_eq!(installed["toolNames"], json!(["tally"]));
+    assert_eq!(
+        installed["referenceNames"],
+        json!(["reference.md", "LICENSE.txt", "scripts/helper.py"])
+    );
+    let got = ok(&t, "skill_get", json!({"name": "text-tally"})).await["skill"].clone();
+    assert_eq!(got["license"], "MIT (see LICENSE.txt)");
+    assert_eq!(got["allowed_tools"], json!(["Bash(python3:*)", "Read"]));
+    assert_eq!(got["metadata"]["author"], "lmcp tests");
+    assert!(
+        got["references_note"]
+            .as_str()
+            .unwrap()
+            .contains("never runs one"),
+        "{got}"
+    );
+    // references come back in name order from disk
+    assert_eq!(
+        got["referenceNames"],
+        json!(["LICENSE.txt", "reference.md", "scripts/helper.py"])
+    );
+    let e = err(
+        &t,
+        "skill_call",
+        json!({"skill": "text-tally", "script": "helper", "params": {}}),
+    )
+    .await;
+    assert!(e.contains("has no script `helper`"), "{e}");
+    let r = ok(&t, "skill__text_tally__tally", json!({"text": "a b a"})).await;
+    assert_eq!(r["result"]["words"], 3);
+}
+
+/// A skill's references are capped in count, size of one and size of all, and each error
+/// names the file and the cap; a name that is no plain relative path is refused (#38).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_are_capped_and_the_error_names_the_file_and_the_cap() {
+    let t = TestHost::new();
+    let md = "---\nname: caps\ndescription: d\n---\nbody\n";
+    let with = |refs: Vec<Value>| json!({"skill_md": md, "references": refs});
+    let many: Vec<Value> = (0..101)
+        .map(|i| json!({"name": format!("r{i:03}.md"), "content": "x"}))
+        .collect();
+    let e = err(&t, "skill_install", with(many.clone())).await;
+    assert!(
+        e.contains("at /references/100 (`r100.md`): a skill has at most 100 references"),
+        "{e}"
+    );
+    ok(&t, "skill_install", with(many[..100].to_vec())).await;
+    let e = err(
+        &t,
+        "skill_install",
+        with(vec![
+            json!({"name": "big.md", "content": "x".repeat((1 << 20) + 1)}),
+        ]),
+    )
+    .await;
+    assert!(
+        e.contains("at /references/0 (`big.md`): it is 1048577 bytes; the limit is 1048576 bytes (1 MiB) a file"),
+        "{e}"
+    );
+    let mib = "x".repeat(1 << 20);
+    let nine: Vec<Value> = (0..9)
+        .map(|i| json!({"name": format!("part{i}.txt"), "content": mib}))
+        .collect();
+    let e = err(&t, "skill_install", with(nine)).await;
+    assert!(
+        e.contains("at /references/8 (`part8.txt`): with it the references come to 9437184 bytes; the limit is 8388608 bytes (8 MiB)"),
+        "{e}"
+    );
+    for bad in [
+        "../up.md",
+        "a//b.md",
+        ".hidden",
+        "a/.git/config",
+        "a/b/c/d/e.md",
+        "sp ace.md",
+    ] {
+        let e = err(
+            &t,
+            "skill_install",
+            with(vec![json!({"name": bad, "content": "x"})]),
+        )
+        .await;
+        assert!(
+            e.contains("is not a plain file name or relative path"),
+            "{bad}: {e}"
+        );
+    }
+    // the caps held: the 100-reference skill is the one installed
+    let got = ok(&t, "skill_get", json!({"name": "caps"})).await["skill"].clone();
+    assert_eq!(got["referenceNames"].as_array().unwrap().len(), 100);
+}
+
+/// From a folder, the walk stops at the first file over a cap and names it: the 101st
+/// reference, a file over 1 MiB, a folder too deep, a file that is not text (#38).
+#[test]
+fn a_folder_over_a_cap_is_refused_naming_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let fresh = |name: &str| {
+        let dir = skill_dir(h, name, &[("main.lua", "return 1")]);
+        dir.to_str().unwrap().to_string()
+    };
+    let said = |dir: &str| {
+        let out = lmcp(h, &["skill", "install", dir, "--yes"]);
+        assert_ne!(out.status.code(), Some(0), "{dir} installed");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+
+    let dir = fresh("many");
+    for i in 0..101 {
+        std::fs::write(format!("{dir}/r{i:03}.md"), "x").unwrap();
+    }
+    let e = said(&dir);
+    assert!(
+        e.contains("r100.md would be reference number 101 of the skill")
+            && e.contains("the limit is 100 references"),
+        "{e}"
+    );
+
+    let dir = fresh("big");
+    std::fs::write(format!("{dir}/big.txt"), "x".repeat((1 << 20) + 1)).unwrap();
+    let e = said(&dir);
+    assert!(
+        e.contains("big.txt is 1048577 bytes (the limit is 1048576 bytes a file)"),
+        "{e}"
+    );
+
+    // four parts install (`references/` is no part of a name), and an empty folder deeper is
+    // nothing to refuse
+    let dir = fresh("deep-enough");
+    std::fs::create_dir_all(format!("{dir}/references/a/b/c/empty")).unwrap();
+    std::fs::write(format!("{dir}/references/a/b/c/d.txt"), "x").unwrap();
+    assert_eq!(
+        lmcp(h, &["skill", "install", &dir, "--yes"]).status.code(),
+        Some(0)
+    );
+    let shown = json_out(&lmcp(h, &["skill", "show", "deep-enough", "--json"]));
+    assert_eq!(shown["referenceNames"], json!(["a/b/c/d.txt"]));
+    assert_eq!(
+        lmcp(h, &["skill", "remove", "deep-enough", "--yes"])
+            .status
+            .code(),
+        Some(0)
+    );
+
+    let dir = fresh("deep");
+    std::fs::create_dir_all(format!("{dir}/a/b/c/d")).unwrap();
+    std::fs::write(format!("{dir}/a/b/c/d/e.txt"), "x").unwrap();
+    let e = said(&dir);
+    assert!(
+        e.contains("a/b/c/d is too deep: a file in it would be a reference of 5 parts")
+            && e.contains("the limit is 4 parts"),
+        "{e}"
+    );
+
+    let dir = fresh("binary");
+    std::fs::write(
+        format!("{dir}/logo.png"),
+        [0x89u8, b'P', b'N', b'G', 0xff, 0xfe],
+    )
+    .unwrap();
+    let e = said(&dir);
+    assert!(
+        e.contains("logo.png is not UTF-8 text") && e.contains("leave it out of the folder"),
+        "{e}"
+    );
+    assert!(
+        json_out(&lmcp(h, &["skill", "list", "--json"]))["skills"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing was installed"
+    );
+}
+
+/// The skill contract's own example installs a script named `search.js`: lmcp says scripts
+/// are Lua and names the `.lua` form, and with `search.lua` the same skill installs, the
+/// script as `search` (#38).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_contract_example_search_js_is_told_to_be_search_lua() {
+    let t = TestHost::new();
+    let md = "---\nname: web-search\ndescription: Search a text for a word.\n---\nCall search with the text and the word.\n";
+    let example =
+        |file: &str, code: &str| json!({"skill_md": md, "scripts": [{"name": file, "code": code}]});
+    let e = err(
+        &t,
+        "skill_install",
+        example(
+            "search.js",
+            "export default async function search({ text, word }) { return text.includes(word) }",
+        ),
+    )
+    .await;
+    assert!(
+        e.contains(
+            "at /scripts/0 (`search.js`): scripts are Lua, run in lmcp's sandbox, and a `.js` \
+             file is never run: write it in Lua as `search.lua` (it installs as `search`, the \
+             tool `skill__web_search__search`)"
+        ),
+        "{e}"
+    );
+    let e = err(&t, "skill_install", example("Web-Search.ts", "x")).await;
+    assert!(e.contains("write it in Lua as `web_search.lua`"), "{e}");
+    let e = err(&t, "skill_install", example("Search.lua", "return 1")).await;
+    assert!(
+        e.contains("script names are lowercase letters, digits and _ (at most 40), like `make_album` (the file `make_album.lua`)"),
+        "{e}"
+    );
+    let lua = "---@param text string\n---@param word string\nreturn params.text:find(params.word, 1, true) ~= nil";
+    let installed = ok(&t, "skill_install", example("search.lua", lua)).await;
+    assert_eq!(installed["toolNames"], json!(["search"]));
+    let r = ok(
+        &t,
+        "skill__web_search__search",
+        json!({"text": "a needle here", "word": "needle"}),
+    )
+    .await;
+    assert_eq!(r["result"], true);
+}

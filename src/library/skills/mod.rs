@@ -1,8 +1,12 @@
 //! Skills: installable packages of a prompt, Lua scripts, references and per-user config.
 //!
-//! A package is `SKILL.md` (YAML front matter: `name`, `description`, optional `version` and
-//! `config` fields; the Markdown body is the prompt for an AI), `scripts/*.lua` (each with the
-//! program header) and `references/*` (text files). It is checked whole before anything is
+//! A package is an Agent Skills folder's content (#38): `SKILL.md` (YAML front matter: `name`,
+//! `description`, the format's optional `license`, `compatibility`, `allowed-tools` and
+//! `metadata`, kept and shown, and lmcp's optional `version` and `config` fields; the Markdown
+//! body is the prompt for an AI), `scripts/*.lua` (each with the program header) and references:
+//! every other file, by its path in the folder (`reference.md`, `scripts/helper.py`), text that
+//! is read and never run, capped in count and size. `allowed-tools` names another host's tools
+//! and grants nothing here. It is checked whole before anything is
 //! written, then stored under `DATA/skills/NAME/` by writing a temporary folder and renaming it
 //! into place, so an invalid update changes nothing and a failed one leaves the old version.
 //!
@@ -26,8 +30,8 @@ mod storage;
 mod tools;
 
 pub use package::{
-    ConfigField, FieldType, Package, SkillMd, SkillScript, check_package, parse_skill_md,
-    secrets_note, valid_name,
+    ALLOWED_TOOLS_NOTE, ConfigField, FieldType, Package, READ_ONLY_NOTE, SkillMd, SkillScript,
+    check_package, parse_skill_md, secrets_note, valid_name, what_it_becomes,
 };
 pub(super) use storage::load_indexed;
 pub use storage::{
@@ -40,6 +44,13 @@ pub use tools::{call, register_tools};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest script or reference accepted.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
+/// Most references a skill has: an Agent Skills folder's every file but SKILL.md and its
+/// `scripts/*.lua` becomes one, and a folder of thousands is no skill to install whole.
+pub const MAX_REFERENCES: usize = 100;
+/// Largest size of all of a skill's references together.
+pub const MAX_REFERENCE_BYTES: usize = 8 << 20;
+/// Most parts of a reference's path (`scripts/helper.py` has 2); deeper folders are refused.
+pub const MAX_REFERENCE_DEPTH: usize = 4;
 
 fn bad(what: &str, message: impl Into<String>) -> Error {
     Error::Definition {
@@ -92,6 +103,73 @@ mod tests {
         ] {
             let e = parse_skill_md(bad_md).unwrap_err().to_string();
             assert!(e.contains(what), "{bad_md:?}: {e}");
+        }
+    }
+
+    /// The Agent Skills fields are kept as written (#38): allowed-tools as a line apart by
+    /// spaces (a space inside parentheses is its tool's), by commas, or as a list; metadata as
+    /// text by key; each refused, by name, when it is not what the format says.
+    #[test]
+    fn agent_skills_fields_parse_and_explain() {
+        let md = "---\nname: a\ndescription: d\nlicense: Apache-2.0\ncompatibility: Needs python3\nallowed-tools: Bash(git add:*) Read\nmetadata:\n  author: me\n  version: 1.5\n  beta: true\n---\nP\n";
+        let s = parse_skill_md(md).unwrap();
+        assert_eq!(s.license.as_deref(), Some("Apache-2.0"));
+        assert_eq!(s.compatibility.as_deref(), Some("Needs python3"));
+        assert_eq!(s.allowed_tools, ["Bash(git add:*)", "Read"]);
+        assert_eq!(
+            s.metadata,
+            [
+                ("author".to_string(), "me".to_string()),
+                ("version".to_string(), "1.5".to_string()),
+                ("beta".to_string(), "true".to_string())
+            ]
+        );
+        let tools = |line: &str| {
+            parse_skill_md(&format!(
+                "---\nname: a\ndescription: d\nallowed-tools: {line}\n---\n"
+            ))
+            .map(|s| s.allowed_tools)
+        };
+        assert_eq!(tools("Read, Grep,Glob").unwrap(), ["Read", "Grep", "Glob"]);
+        assert_eq!(
+            tools("[Read, \"Bash(ls -la)\"]").unwrap(),
+            ["Read", "Bash(ls -la)"]
+        );
+        let none = parse_skill_md("---\nname: a\ndescription: d\n---\n").unwrap();
+        assert!(
+            none.license.is_none() && none.allowed_tools.is_empty() && none.metadata.is_empty()
+        );
+        for (front, what) in [
+            (
+                "allowed-tools: {a: b}",
+                "`allowed-tools` is a line of tool names",
+            ),
+            (
+                "allowed-tools: [1]",
+                "at /allowed-tools/0: each tool is a name",
+            ),
+            (
+                "metadata: [a, b]",
+                "`metadata` must be a mapping of text by key",
+            ),
+            (
+                "metadata:\n  deep:\n    x: 1",
+                "at /metadata/deep: values are text",
+            ),
+            ("license: [MIT]", "`license` must be text"),
+            (
+                &format!("compatibility: {}", "x".repeat(501)),
+                "`compatibility` is 501 characters; the limit is 500",
+            ),
+            (
+                "homepage: x",
+                "unknown front matter key `homepage`; use name, description, license, compatibility, allowed-tools, metadata, version, config",
+            ),
+        ] {
+            let e = parse_skill_md(&format!("---\nname: a\ndescription: d\n{front}\n---\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(what), "{front:?}: {e}");
         }
     }
 

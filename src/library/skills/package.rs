@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{MAX_FILE_BYTES, bad};
+use super::{MAX_FILE_BYTES, MAX_REFERENCE_BYTES, MAX_REFERENCES, bad};
 
 use crate::error::Result;
 use crate::program::{Body, Intent, Policy, Program, Source, compile};
@@ -99,9 +99,44 @@ pub struct SkillMd {
     pub version: Option<String>,
     /// Config fields, in declaration order.
     pub config: Vec<(String, ConfigField)>,
+    /// The Agent Skills `license`: a license's name or the file of the package that holds it.
+    /// Kept and shown, as the format asks.
+    pub license: Option<String>,
+    /// The Agent Skills `compatibility`: what the skill needs of its environment, as its author
+    /// wrote it. Kept and shown.
+    pub compatibility: Option<String>,
+    /// The Agent Skills `allowed-tools`, one entry a tool (`Bash(git:*)`, `Read`). They name
+    /// another host's tools, so they grant nothing here: what a script may call is its
+    /// `---@uses` line, through the gate. Kept and shown with [`ALLOWED_TOOLS_NOTE`].
+    pub allowed_tools: Vec<String>,
+    /// The Agent Skills `metadata`: text by key, in the order written. Kept and shown.
+    pub metadata: Vec<(String, String)>,
     /// The Markdown body: the prompt.
     pub prompt: String,
 }
+
+/// What is said wherever a skill's `allowed-tools` is shown: the names are another host's
+/// tools, and a person reading "allowed" must not think lmcp lets the skill use them.
+pub const ALLOWED_TOOLS_NOTE: &str = "allowed-tools names another host's tools (Bash, Read, ...) \
+     and grants nothing in lmcp: a script may call only the tools its ---@uses line lists, \
+     through the gate";
+
+/// The front matter keys SKILL.md may have: the Agent Skills format's, then lmcp's own.
+const FRONT_MATTER_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "license",
+    "compatibility",
+    "allowed-tools",
+    "metadata",
+    "version",
+    "config",
+];
+
+/// Longest `license` text.
+pub const MAX_LICENSE: usize = 1024;
+/// Longest `compatibility` text (as the Agent Skills format has it).
+pub const MAX_COMPATIBILITY: usize = 500;
 
 pub(super) fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
     use yaml_rust2::Yaml;
@@ -235,11 +270,13 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         ));
     };
     for key in m.keys() {
-        if !["name", "description", "version", "config"].contains(&key.as_str()) {
+        if !FRONT_MATTER_KEYS.contains(&key.as_str()) {
             return Err(bad(
                 what,
                 format!(
-                    "unknown front matter key `{key}`; use name, description, version and config"
+                    "unknown front matter key `{}`; use {}",
+                    crate::text::clip(key, 64),
+                    FRONT_MATTER_KEYS.join(", ")
                 ),
             ));
         }
@@ -283,6 +320,10 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => Some(other.to_string()),
     };
+    let license = text_field(&m, "license", MAX_LICENSE)?;
+    let compatibility = text_field(&m, "compatibility", MAX_COMPATIBILITY)?;
+    let allowed_tools = allowed_tools(m.get("allowed-tools"))?;
+    let metadata = metadata(m.get("metadata"))?;
     let mut config = Vec::new();
     match m.get("config") {
         None | Some(Value::Null) => {}
@@ -360,8 +401,119 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         description,
         version,
         config,
+        license,
+        compatibility,
+        allowed_tools,
+        metadata,
         prompt,
     })
+}
+
+/// An optional front matter text of at most `max` characters (a number is taken as its text).
+fn text_field(m: &serde_json::Map<String, Value>, key: &str, max: usize) -> Result<Option<String>> {
+    let text = match m.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => {
+            return Err(bad(
+                "SKILL.md",
+                format!("`{key}` must be text, like `{key}: ...` on one line"),
+            ));
+        }
+    };
+    let chars = text.chars().count();
+    if chars > max {
+        return Err(bad(
+            "SKILL.md",
+            format!("`{key}` is {chars} characters; the limit is {max}"),
+        ));
+    }
+    Ok((!text.is_empty()).then_some(text))
+}
+
+/// `allowed-tools` as the Agent Skills format writes it (one line, tools apart by spaces:
+/// `Bash(git add:*) Read`), as Claude Code also does (apart by commas), or as a YAML list. A
+/// space inside parentheses belongs to its tool.
+fn allowed_tools(v: Option<&Value>) -> Result<Vec<String>> {
+    let split = |line: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let (mut cur, mut depth) = (String::new(), 0usize);
+        for c in line.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            if depth == 0 && (c.is_whitespace() || c == ',') {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            } else {
+                cur.push(c);
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    };
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(split(s)),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let Some(t) = item.as_str() else {
+                    return Err(bad(
+                        "SKILL.md",
+                        format!("at /allowed-tools/{i}: each tool is a name, like `Read`"),
+                    ));
+                };
+                out.extend(split(t));
+            }
+            Ok(out)
+        }
+        Some(_) => Err(bad(
+            "SKILL.md",
+            "`allowed-tools` is a line of tool names apart by spaces (`Read Grep`) or a list",
+        )),
+    }
+}
+
+/// `metadata`: a mapping of text by key (the Agent Skills format's); a number or a switch is
+/// kept as its text, a nested mapping or list is refused.
+fn metadata(v: Option<&Value>) -> Result<Vec<(String, String)>> {
+    let m = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(bad(
+                "SKILL.md",
+                "`metadata` must be a mapping of text by key (author: ..., version: ...)",
+            ));
+        }
+    };
+    let mut out = Vec::new();
+    for (key, value) in m {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Null => String::new(),
+            Value::Array(_) | Value::Object(_) => {
+                return Err(bad(
+                    "SKILL.md",
+                    format!(
+                        "at /metadata/{}: values are text, not a list or a mapping",
+                        crate::text::clip(key, 64)
+                    ),
+                ));
+            }
+        };
+        out.push((key.clone(), text));
+    }
+    Ok(out)
 }
 
 /// A script of a package, checked.
@@ -423,12 +575,64 @@ pub(super) fn valid_script_name(n: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
+/// Whether a reference name is a plain relative path: at most [`MAX_REFERENCE_DEPTH`] parts
+/// apart by `/` (`reference.md`, `scripts/helper.py`), each of letters, digits, `.`, `_` and
+/// `-`, none empty or hidden (so no `..`), at most 200 bytes in all. An Agent Skills folder's
+/// files keep their place in it this way.
 pub(super) fn valid_reference_name(n: &str) -> bool {
     !n.is_empty()
-        && n.len() <= 100
-        && !n.starts_with('.')
-        && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        && n.len() <= 200
+        && n.split('/').count() <= super::MAX_REFERENCE_DEPTH
+        && n.split('/').all(|part| {
+            !part.is_empty()
+                && part.len() <= 100
+                && !part.starts_with('.')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        })
+}
+
+/// The file a script in another language would be in Lua (`search.js` → `search.lua`,
+/// `My-Search.ts` → `my_search.lua`), for the message that refuses it; `None` when its name
+/// makes no script name.
+fn lua_form(stem: &str) -> Option<String> {
+    let mut name = String::new();
+    for c in stem.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            name.push(c);
+        } else if !name.is_empty() && !name.ends_with('_') {
+            name.push('_');
+        }
+    }
+    let name = name.trim_end_matches('_').to_string();
+    valid_script_name(&name).then_some(name)
+}
+
+/// Why a script's file name is refused: scripts are Lua (a `search.js` is named in its `.lua`
+/// form, as the skill contract's own example needs), and a Lua script's name is a tool's.
+fn script_name_problem(skill: &str, file: &str) -> String {
+    let name = file.strip_suffix(".lua").unwrap_or(file);
+    if let Some((stem, ext)) = name.rsplit_once('.') {
+        let ext = crate::text::clip(ext, 16);
+        return match lua_form(stem) {
+            Some(lua) => format!(
+                "scripts are Lua, run in lmcp's sandbox, and a `.{ext}` file is never run: \
+                 write it in Lua as `{lua}.lua` (it installs as `{lua}`, the tool `{}`), or \
+                 send the file in `references` to keep it as text to read",
+                super::tool_name(skill, &lua)
+            ),
+            None => format!(
+                "scripts are Lua, run in lmcp's sandbox, and a `.{ext}` file is never run: \
+                 write it in Lua as `NAME.lua` (lowercase letters, digits and _), or send the \
+                 file in `references` to keep it as text to read"
+            ),
+        };
+    }
+    "script names are lowercase letters, digits and _ (at most 40), like `make_album` (the \
+     file `make_album.lua`)"
+        .to_string()
 }
 
 /// Checks a package against the tools registered now; nothing is written.
@@ -442,13 +646,11 @@ pub fn check_package(
     let mut checked = Vec::new();
     for (i, (file, code)) in scripts.iter().enumerate() {
         let name = file.strip_suffix(".lua").unwrap_or(file);
-        let at = format!("at /scripts/{i} (`{file}`)");
+        let at = format!("at /scripts/{i} (`{}`)", crate::text::clip(file, 100));
         if !valid_script_name(name) {
             return Err(bad(
                 &md.name,
-                format!(
-                    "{at}: script names are lowercase letters, digits and _ (at most 40), like `make_album`"
-                ),
+                format!("{at}: {}", script_name_problem(&md.name, file)),
             ));
         }
         if checked.iter().any(|s: &SkillScript| s.name == name) {
@@ -477,19 +679,46 @@ pub fn check_package(
     mark_modules(&md.name, &mut checked)?;
     check_calls(registry, &md.name, &checked)?;
     let mut refs: Vec<(String, String)> = Vec::new();
+    let mut total = 0usize;
     for (i, (name, content)) in references.iter().enumerate() {
         if !valid_reference_name(name) {
             return Err(bad(
                 &md.name,
                 format!(
-                    "at /references/{i}: `{name}` is not a plain file name (letters, digits, . _ -)"
+                    "at /references/{i}: `{}` is not a plain file name or relative path (parts of \
+                     letters, digits, . _ - apart by /, none hidden, at most {} deep)",
+                    crate::text::clip(name, 100),
+                    super::MAX_REFERENCE_DEPTH
+                ),
+            ));
+        }
+        let at = format!("at /references/{i} (`{name}`)");
+        if i >= MAX_REFERENCES {
+            return Err(bad(
+                &md.name,
+                format!(
+                    "{at}: a skill has at most {MAX_REFERENCES} references; leave out the files \
+                     it does not need"
                 ),
             ));
         }
         if content.len() > MAX_FILE_BYTES {
             return Err(bad(
                 &md.name,
-                format!("at /references/{i} (`{name}`): larger than 1 MiB"),
+                format!(
+                    "{at}: it is {} bytes; the limit is {MAX_FILE_BYTES} bytes (1 MiB) a file",
+                    content.len()
+                ),
+            ));
+        }
+        total += content.len();
+        if total > MAX_REFERENCE_BYTES {
+            return Err(bad(
+                &md.name,
+                format!(
+                    "{at}: with it the references come to {total} bytes; the limit is \
+                     {MAX_REFERENCE_BYTES} bytes (8 MiB) for all of a skill's references"
+                ),
             ));
         }
         if refs.iter().any(|(n, _)| n == name) {
@@ -631,6 +860,76 @@ fn check_calls(registry: &Registry, skill: &str, scripts: &[SkillScript]) -> Res
         )?;
     }
     Ok(())
+}
+
+/// What is said of a skill's references wherever they are listed: an Agent Skills folder may
+/// carry scripts in other languages (`scripts/helper.py`), and a person must know they are not
+/// run here.
+pub const READ_ONLY_NOTE: &str = "references are text to read; lmcp never runs one, whatever \
+     its language: only scripts/*.lua become tools";
+
+/// At most this many names are listed in one part of the install question.
+const LISTED: usize = 12;
+
+/// `a, b, c and 4 more`: names for a question, clipped.
+fn listed(names: &[&str]) -> String {
+    let mut shown: Vec<String> = names
+        .iter()
+        .take(LISTED)
+        .map(|n| crate::text::clip(n, 100).into_owned())
+        .collect();
+    if names.len() > LISTED {
+        shown.push(format!("and {} more", names.len() - LISTED));
+    }
+    shown.join(", ")
+}
+
+/// The install question's account of what a package becomes (#38): the scripts that become
+/// tools, those that are modules of others, and the files that are only read. It is worked out
+/// from the package as given (`scripts` are (file name, code)), so it can be said before the
+/// package is checked, in the gate's question as on the command line.
+pub fn what_it_becomes(scripts: &[(String, String)], references: &[String]) -> String {
+    let names: Vec<(String, Vec<String>)> = scripts
+        .iter()
+        .map(|(file, code)| {
+            let required = crate::script::literal::modules_required(code)
+                .into_iter()
+                .map(|m| m.name)
+                .collect();
+            (
+                file.strip_suffix(".lua").unwrap_or(file).to_string(),
+                required,
+            )
+        })
+        .collect();
+    let is_module = |n: &str| {
+        names
+            .iter()
+            .any(|(by, wants)| by != n && wants.iter().any(|w| w == n))
+    };
+    let tools: Vec<&str> = names
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| !is_module(n))
+        .collect();
+    let modules: Vec<&str> = names
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| is_module(n))
+        .collect();
+    let mut parts = vec![if tools.is_empty() {
+        "no tools".to_string()
+    } else {
+        format!("tools (Lua scripts): {}", listed(&tools))
+    }];
+    if !modules.is_empty() {
+        parts.push(format!("modules of those tools: {}", listed(&modules)));
+    }
+    if !references.is_empty() {
+        let refs: Vec<&str> = references.iter().map(String::as_str).collect();
+        parts.push(format!("only read, never run: {}", listed(&refs)));
+    }
+    parts.join("; ")
 }
 
 /// What a person is told before a skill gets secrets: lmcp never shows a stored secret, but a

@@ -59,23 +59,36 @@ pub(super) fn load_package(host: &Host, name: &str) -> Result<Package> {
     let dir = skill_dir(host, name);
     let skill_md = std::fs::read_to_string(dir.join("SKILL.md"))
         .map_err(|e| Error::io(dir.join("SKILL.md"), e))?;
-    let read_folder = |sub: &str| -> Result<Vec<(String, String)>> {
-        let path = dir.join(sub);
-        let mut out = Vec::new();
-        let Ok(entries) = std::fs::read_dir(&path) else {
-            return Ok(out);
+    let scripts = read_folder(&dir.join("scripts"), 1)?;
+    let references = read_folder(&dir.join("references"), super::MAX_REFERENCE_DEPTH)?;
+    check_package(host.registry(), &skill_md, &scripts, &references)
+}
+
+/// The files under `path` as (relative name with `/`, text), sorted, down to `depth` levels
+/// (1: its own files only); a missing folder has none. Only lmcp writes here, and
+/// [`check_package`] checks what was read, names and sizes included.
+fn read_folder(path: &Path, depth: usize) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut walk = vec![(path.to_path_buf(), String::new(), 1)];
+    while let Some((folder, prefix, level)) = walk.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
         };
         for e in entries.flatten() {
-            let file = e.file_name().to_string_lossy().into_owned();
+            let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir {
+                if level < depth {
+                    walk.push((e.path(), format!("{name}/"), level + 1));
+                }
+                continue;
+            }
             let text = std::fs::read_to_string(e.path()).map_err(|err| Error::io(e.path(), err))?;
-            out.push((file, text));
+            out.push((name, text));
         }
-        out.sort();
-        Ok(out)
-    };
-    let scripts = read_folder("scripts")?;
-    let references = read_folder("references")?;
-    check_package(host.registry(), &skill_md, &scripts, &references)
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The values set for a skill: plain and secret, merged (secrets never leave the host).
@@ -291,6 +304,29 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
     record["values"] = Value::Object(shown);
     if let Some(v) = &p.md.version {
         record["version"] = json!(v);
+    }
+    // the Agent Skills fields, kept as written; allowed-tools with what it means here
+    if let Some(l) = &p.md.license {
+        record["license"] = json!(l);
+    }
+    if let Some(c) = &p.md.compatibility {
+        record["compatibility"] = json!(c);
+    }
+    if !p.md.allowed_tools.is_empty() {
+        record["allowed_tools"] = json!(p.md.allowed_tools);
+        record["allowed_tools_note"] = json!(super::ALLOWED_TOOLS_NOTE);
+    }
+    if !p.md.metadata.is_empty() {
+        record["metadata"] = Value::Object(
+            p.md.metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect(),
+        );
+    }
+    // every reference is text to read: none is run, whatever its language
+    if !p.references.is_empty() {
+        record["references_note"] = json!(super::READ_ONLY_NOTE);
     }
     Ok(record)
 }

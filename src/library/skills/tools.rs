@@ -248,7 +248,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     let install_spec = ToolSpec::new(
         "skill_install",
         "Install a skill",
-        "Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses lists the tools a script calls; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}]. A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
+        "Install a skill package (an Agent Skills folder's content): skill_md (SKILL.md with YAML front matter: name, description, optional license, compatibility, allowed-tools, metadata, version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt; allowed-tools names another host's tools and grants nothing here), scripts [{name, code}] (Lua only, named NAME.lua or NAME: search.lua installs as search; a ---@param header; ---@uses lists the tools a script calls; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}] (text only read, never run: every other file of the folder, by its path, like reference.md or scripts/helper.py; at most 100, 1 MiB each, 8 MiB in all). A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
         json!({"type": "object", "properties": {"skill_md": {"type": "string", "minLength": 1}, "scripts": files("code"), "references": files("content")}, "required": ["skill_md"], "additionalProperties": false}),
     )
     .effect(Effect::Write, write)
@@ -366,24 +366,51 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     Ok(())
 }
 
-/// The question for `skill_install`: how many scripts, and who reads the skill's secrets with
-/// what they may call (a skill's scripts are trusted with its secrets).
+/// The question for `skill_install`: what the package becomes (which scripts are tools, which
+/// files are only read), that its `allowed-tools` grants nothing here, and who reads the
+/// skill's secrets with what they may call (a skill's scripts are trusted with its secrets).
 fn install_summary(a: &Value) -> String {
-    let scripts: Vec<(String, String)> = a["scripts"]
-        .as_array()
+    let files = |key: &str, value: &str| -> Vec<(String, String)> {
+        a[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap_or("").to_string(),
+                    s[value].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let scripts = files("scripts", "code");
+    let references: Vec<String> = files("references", "content")
         .into_iter()
-        .flatten()
-        .map(|s| {
-            (
-                s["name"].as_str().unwrap_or("").to_string(),
-                s["code"].as_str().unwrap_or("").to_string(),
-            )
-        })
+        .map(|(n, _)| n)
         .collect();
-    let mut out = format!("install a skill with {} script(s)", scripts.len());
-    if let Ok(md) = super::parse_skill_md(a["skill_md"].as_str().unwrap_or(""))
-        && let Some(note) = super::secrets_note(&md, &scripts)
-    {
+    let becomes = super::what_it_becomes(&scripts, &references);
+    let Ok(md) = super::parse_skill_md(a["skill_md"].as_str().unwrap_or("")) else {
+        return format!("install a skill: {becomes}");
+    };
+    let mut out = format!("install the skill {}: {becomes}", md.name);
+    if !md.allowed_tools.is_empty() {
+        let named: Vec<String> = md
+            .allowed_tools
+            .iter()
+            .take(8)
+            .map(|t| crate::text::clip(t, 40).into_owned())
+            .collect();
+        out.push_str(&format!(
+            "; its allowed-tools ({}{}) grant nothing here",
+            named.join(", "),
+            if md.allowed_tools.len() > 8 {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(note) = super::secrets_note(&md, &scripts) {
         out.push_str("; ");
         out.push_str(&note);
     }
@@ -406,12 +433,42 @@ mod tests {
             json!({"skill_md": md, "scripts": [{"name": "write_standup.lua", "code": code}]});
         let q = install_summary(&args);
         assert!(
-            q.starts_with("install a skill with 1 script(s); secrets webhook_token:")
-                && q.contains("trusted")
+            q.starts_with(
+                "install the skill team-standup: tools (Lua scripts): write_standup; secrets webhook_token:"
+            ) && q.contains("trusted")
                 && q.contains("write_standup (may call get_datetime, write_file)"),
             "{q}"
         );
         let plain = json!({"skill_md": "---\nname: x\ndescription: y\n---\nbody", "scripts": []});
-        assert_eq!(install_summary(&plain), "install a skill with 0 script(s)");
+        assert_eq!(install_summary(&plain), "install the skill x: no tools");
+    }
+
+    /// The question says what becomes a tool, what is a module and what is only read, and
+    /// that allowed-tools grants nothing (#38).
+    #[test]
+    fn the_install_question_says_what_becomes_a_tool_and_what_is_only_read() {
+        let args = json!({
+            "skill_md": "---\nname: x\ndescription: y\nallowed-tools: Bash(git add:*) Read\n---\nbody",
+            "scripts": [
+                {"name": "main.lua", "code": "local u = require('util')\nreturn u"},
+                {"name": "util.lua", "code": "return {}"}
+            ],
+            "references": [
+                {"name": "scripts/helper.py", "content": "print(1)"},
+                {"name": "LICENSE.txt", "content": "MIT"}
+            ]
+        });
+        assert_eq!(
+            install_summary(&args),
+            "install the skill x: tools (Lua scripts): main; modules of those tools: util; only \
+             read, never run: scripts/helper.py, LICENSE.txt; its allowed-tools (Bash(git add:*), \
+             Read) grant nothing here"
+        );
+        let broken =
+            json!({"skill_md": "no front matter", "references": [{"name": "a.md", "content": ""}]});
+        assert_eq!(
+            install_summary(&broken),
+            "install a skill: no tools; only read, never run: a.md"
+        );
     }
 }
