@@ -350,6 +350,24 @@ impl Host {
         attached.push(value);
     }
 
+    /// The value of type `T` attached to this host, made by `make` and attached if there is
+    /// none yet (one lock: two first users get the same value).
+    pub fn attached_or_insert<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> Arc<T>,
+    ) -> Arc<T> {
+        let mut attached = self.attached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = attached
+            .iter()
+            .find_map(|a| Arc::clone(a).downcast::<T>().ok())
+        {
+            return found;
+        }
+        let made = make();
+        attached.push(Arc::clone(&made) as Arc<dyn std::any::Any + Send + Sync>);
+        made
+    }
+
     /// The value of type `T` attached to this host, if any.
     pub fn attached<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.attached

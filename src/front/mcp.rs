@@ -23,18 +23,20 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationAction,
-    Implementation, InputRequiredResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, RequestId, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, ServerRequest, SubscribeRequestParams, SubscriptionFilter,
-    Tool, UnsubscribeRequestParams,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, RequestId, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ServerConfig, ServerRequest, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::resources::{self, Subscriptions};
+use super::prompts;
+use super::resources::{self, Catalog, Subscriptions};
 use crate::error::{Error, Result};
 use crate::gate::{
     Answer, AnswerFuture, CallContext, CallRequest, ConfirmMode, ConfirmRequest, Confirmer,
@@ -391,8 +393,11 @@ fn to_result(outcome: Outcome, schema_listed: bool) -> CallToolResult {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -609,12 +614,30 @@ impl ServerHandler for McpServer {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(resources::list(
-            &self.host,
-        )))
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (items, next) = resources::page(&self.host, cursor)?;
+        let mut page = ListResourcesResult::with_all_items(items);
+        page.next_cursor = next;
+        Ok(page)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts::list(&self.host)))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetPromptResponse, McpError> {
+        prompts::get(&self.host, &request.name).map(Into::into)
     }
 
     async fn list_resource_templates(
@@ -665,19 +688,33 @@ impl ServerHandler for McpServer {
         let peer = context.peer.clone();
         let host = Arc::clone(&self.host);
         let subscriptions = Arc::clone(&self.subscriptions);
+        let mut catalog = Catalog::of(&self.host).subscribe();
+        catalog.borrow_and_update();
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                if peer.notify_tool_list_changed().await.is_err() {
-                    break;
-                }
-                let updated = subscriptions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .updates(&host);
-                for uri in updated {
-                    let param = ResourceUpdatedNotificationParam::new(uri);
-                    if peer.notify_resource_updated(param).await.is_err() {
-                        return;
+            loop {
+                tokio::select! {
+                    r = changes.changed() => {
+                        if r.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                        let updated = subscriptions
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .updates(&host);
+                        for uri in updated {
+                            let param = ResourceUpdatedNotificationParam::new(uri);
+                            if peer.notify_resource_updated(param).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    r = catalog.changed() => {
+                        if r.is_err()
+                            || peer.notify_prompt_list_changed().await.is_err()
+                            || peer.notify_resource_list_changed().await.is_err()
+                        {
+                            break;
+                        }
                     }
                 }
             }
@@ -690,6 +727,8 @@ impl ServerHandler for McpServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|b| *b);
+        accepted.prompts_list_changed = requested.prompts_list_changed.filter(|b| *b);
+        accepted.resources_list_changed = requested.resources_list_changed.filter(|b| *b);
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|u| resources::is_watchable(u))
@@ -709,14 +748,29 @@ impl ServerHandler for McpServer {
             .clone()
             .unwrap_or_default();
         let mut subscriptions = Subscriptions::to(&self.host, &wanted);
-        if !tools && subscriptions.is_empty() {
+        let prompts = context.accepted().prompts_list_changed == Some(true);
+        let listed = context.accepted().resources_list_changed == Some(true);
+        if !tools && !prompts && !listed && subscriptions.is_empty() {
             context.cancelled().await;
             return Ok(());
         }
         let mut changes = self.host.registry().subscribe();
         changes.borrow_and_update();
+        let mut catalog = Catalog::of(&self.host).subscribe();
+        catalog.borrow_and_update();
         loop {
             tokio::select! {
+                r = catalog.changed() => {
+                    if r.is_err() {
+                        break;
+                    }
+                    let sink = context.sink();
+                    if (prompts && sink.notify_prompt_list_changed().await.is_err())
+                        || (listed && sink.notify_resource_list_changed().await.is_err())
+                    {
+                        break;
+                    }
+                }
                 r = changes.changed() => {
                     if r.is_err() {
                         break;
@@ -778,20 +832,30 @@ pub(super) async fn watch_library(host: Arc<Host>, profile: Profile) {
     // changes the registry announced itself (a saved tool), so they are not announced twice
     let mut announced = host.registry().subscribe();
     let h = Arc::clone(&host);
-    if tokio::task::spawn_blocking(move || crate::library::watch(&h))
-        .await
-        .is_err()
+    if tokio::task::spawn_blocking(move || {
+        crate::library::watch(&h);
+        Catalog::of(&h).look(&h);
+    })
+    .await
+    .is_err()
     {
         return;
     }
+    let catalog = Catalog::of(&host);
     let mut tick = tokio::time::interval(LIBRARY_POLL);
     tick.tick().await;
     loop {
         tick.tick().await;
         let h = Arc::clone(&host);
-        if tokio::task::spawn_blocking(move || crate::library::sync(&h))
-            .await
-            .is_err()
+        let c = Arc::clone(&catalog);
+        // skills installed, removed or switched on or off, here or elsewhere, change the
+        // prompts and references clients see
+        if tokio::task::spawn_blocking(move || {
+            crate::library::sync(&h);
+            c.look(&h);
+        })
+        .await
+        .is_err()
         {
             return;
         }

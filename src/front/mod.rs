@@ -22,7 +22,8 @@
 //! | `servers.rs`       | `lmcp servers ...`: other MCP servers, their tools behind the gate    |
 //! | `hosts.rs`         | `lmcp hosts ...`: the hosts `http_request` may reach, or never       |
 //! | `mcp.rs`           | `lmcp serve`: the MCP server (rmcp, stdio, both protocol eras)        |
-//! | `resources.rs`     | what `lmcp serve` offers to read: the typed tool API                  |
+//! | `resources.rs`     | what `lmcp serve` offers to read: the typed API, skills' references   |
+//! | `prompts.rs`       | skills as MCP prompts: SKILL.md's body, the skill's tools named       |
 //! | `lines.rs`         | the line filter before rmcp: parse errors (-32700), line bound        |
 //! | `http.rs`          | `lmcp serve --http`: the same server over Streamable HTTP             |
 //! | `http_sessions.rs` | the HTTP sessions: bounded where made, closed when idle               |
@@ -40,6 +41,7 @@ pub mod lines;
 pub mod locals;
 pub mod mcp;
 pub mod pdf;
+pub mod prompts;
 pub mod recipe;
 pub mod repl;
 pub mod resources;

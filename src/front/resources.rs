@@ -5,6 +5,7 @@
 //! |--------------------------|-------------------------------------------------------------|
 //! | `lmcp://types/lmcp.lua`  | the typed tool API, exactly what `lmcp types` writes         |
 //! | `lmcp://types/tools/NAME.lua` | one tool's part of it (a resource template)            |
+//! | `lmcp://skills/SKILL/references/NAME` | a reference of an enabled skill, to read       |
 //!
 //! The types resource is what an agent in the `code` profile reads before it writes a
 //! `lua_run` chunk: every tool as a typed function on `tools`, custom tools, skill tools and
@@ -12,6 +13,10 @@
 //! client that subscribed is told `notifications/resources/updated` when the text changes
 //! ([`Watched`]), in both protocol generations (`resources/subscribe`, or `subscriptions/listen`
 //! with `resourceSubscriptions`).
+//!
+//! Skills' references come and go with the skills (installed, removed, switched on or off, here
+//! or by another process): [`Catalog`] notices, and each session tells its client
+//! `notifications/resources/list_changed` with the prompts' `list_changed` (`front::prompts`).
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
@@ -27,12 +32,43 @@ pub const TYPES_URI: &str = "lmcp://types/lmcp.lua";
 pub const TOOL_TYPES_TEMPLATE: &str = "lmcp://types/tools/{name}.lua";
 const TOOL_TYPES_PREFIX: &str = "lmcp://types/tools/";
 
+/// Where skills' references are.
+const SKILLS_PREFIX: &str = "lmcp://skills/";
+
+/// Most resources in one `resources/list` page; the rest follow by cursor.
+pub const PAGE: usize = 100;
+
 /// The media type of Lua source (no registered type exists; this is the common one).
 const LUA_MIME: &str = "text/x-lua";
 
 /// The definitions `lmcp types` writes, for the tools registered now.
 fn types_text(host: &Host) -> String {
     crate::script::types::lua_definitions(&host.registry().all())
+}
+
+/// One page of the resources there are now, in a stable order (the types, then each enabled
+/// skill's references by skill and name), and the cursor of the next page if any. A cursor
+/// this server did not give is refused (invalid params), naming what to do.
+pub fn page(
+    host: &Host,
+    cursor: Option<&str>,
+) -> Result<(Vec<Resource>, Option<String>), McpError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c.parse::<usize>().map_err(|_| {
+            McpError::invalid_params(
+                format!(
+                    "the cursor `{}` is not one this server gave: list again without a cursor",
+                    crate::text::escape_controls(&truncated(c))
+                ),
+                None,
+            )
+        })?,
+    };
+    let all = list(host);
+    let end = all.len().min(start.saturating_add(PAGE));
+    let next = (end < all.len()).then(|| end.to_string());
+    Ok((all.into_iter().skip(start).take(PAGE).collect(), next))
 }
 
 /// Every resource there is now, in a stable order.
@@ -47,7 +83,71 @@ pub fn list(host: &Host) -> Vec<Resource> {
     );
     types.mime_type = Some(LUA_MIME.into());
     types.size = Some(text.len() as u64);
-    vec![types]
+    let mut all = vec![types];
+    for skill in crate::library::skills::shown(host) {
+        for (name, size) in &skill.references {
+            let mut r = Resource::new(reference_uri(&skill.name, name), name.clone());
+            r.title = Some(format!("{name} ({} skill)", skill.name));
+            r.description = Some(format!(
+                "A reference of the skill `{}`, to read (never run)",
+                skill.name
+            ));
+            r.mime_type = Some(media_type(name).into());
+            r.size = Some(*size as u64);
+            all.push(r);
+        }
+    }
+    all
+}
+
+/// The URI of a skill's reference: its name's path parts kept, anything but unreserved
+/// characters percent-encoded.
+pub fn reference_uri(skill: &str, name: &str) -> String {
+    let mut out = format!("{SKILLS_PREFIX}{skill}/references/");
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The skill and reference name a reference URI names, if it is one.
+fn reference_of(uri: &str) -> Option<(&str, String)> {
+    let rest = uri.strip_prefix(SKILLS_PREFIX)?;
+    let (skill, rest) = rest.split_once('/')?;
+    let encoded = rest.strip_prefix("references/")?;
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut it = encoded.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hex = [it.next()?, it.next()?];
+            bytes.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            bytes.push(b);
+        }
+    }
+    Some((skill, String::from_utf8(bytes).ok()?))
+}
+
+/// A reference's media type, by its extension (every reference is UTF-8 text).
+fn media_type(name: &str) -> &'static str {
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("md" | "markdown") => "text/markdown",
+        Some("json") => "application/json",
+        Some("yaml" | "yml") => "application/yaml",
+        Some("csv") => "text/csv",
+        Some("html" | "htm") => "text/html",
+        Some("xml") => "application/xml",
+        Some("lua") => LUA_MIME,
+        Some("py") => "text/x-python",
+        Some("js" | "mjs") => "text/javascript",
+        Some("sh") => "text/x-shellscript",
+        _ => "text/plain",
+    }
 }
 
 /// The resource templates: one tool's definitions by name.
@@ -89,6 +189,14 @@ pub fn read(host: &Host, uri: &str) -> Result<ReadResourceResult, McpError> {
         let contents = ResourceContents::text(text, uri).with_mime_type(LUA_MIME);
         return Ok(ReadResourceResult::new(vec![contents]));
     }
+    // a reference is read through the skill's own listing (no path is made of the URI), and
+    // is at most the 1 MiB a reference may be, the bound of read_file
+    if let Some((skill, name)) = reference_of(uri)
+        && let Some(text) = crate::library::skills::reference(host, skill, &name)
+    {
+        let contents = ResourceContents::text(text, uri).with_mime_type(media_type(&name));
+        return Ok(ReadResourceResult::new(vec![contents]));
+    }
     Err(not_found(uri))
 }
 
@@ -110,6 +218,49 @@ fn truncated(uri: &str) -> String {
     match uri.char_indices().nth(MAX) {
         Some((at, _)) => format!("{}…", &uri[..at]),
         None => uri.to_string(),
+    }
+}
+
+/// The skills as MCP clients see them (prompts and references), watched for changes: the
+/// server's library watcher looks every two seconds ([`Catalog::look`]), and every session
+/// listening hears of a change once. One per host, shared by its sessions.
+#[derive(Debug)]
+pub struct Catalog {
+    changes: tokio::sync::watch::Sender<u64>,
+    seen: std::sync::Mutex<Option<u64>>,
+}
+
+impl Catalog {
+    /// The host's catalog (made at first use).
+    pub fn of(host: &Host) -> std::sync::Arc<Catalog> {
+        host.attached_or_insert(|| {
+            std::sync::Arc::new(Catalog {
+                changes: tokio::sync::watch::channel(0).0,
+                seen: std::sync::Mutex::new(None),
+            })
+        })
+    }
+
+    /// Looks at the skills now; if what clients see changed since the last look, every
+    /// subscriber hears of it. The first look only notes what there is.
+    pub fn look(&self, host: &Host) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        crate::library::skills::shown(host).hash(&mut h);
+        let digest = h.finish();
+        let before = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(digest);
+        if before.is_some_and(|b| b != digest) {
+            self.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// A receiver that changes when the catalog does.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 }
 

@@ -105,6 +105,8 @@ struct Handler {
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     list_changed: mpsc::UnboundedSender<()>,
     resource_updated: mpsc::UnboundedSender<String>,
+    /// `prompts` or `resources` for each such `list_changed` outside a subscription.
+    catalog_changed: mpsc::UnboundedSender<&'static str>,
 }
 
 impl ClientHandler for Handler {
@@ -161,6 +163,14 @@ impl ClientHandler for Handler {
         let _ = self.resource_updated.send(params.uri);
     }
 
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.catalog_changed.send("prompts");
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.catalog_changed.send("resources");
+    }
+
     fn get_info(&self) -> ClientConfig {
         let capabilities = if self.person == Person::Absent {
             ClientCapabilities::default()
@@ -191,6 +201,8 @@ struct Session {
     list_changed: mpsc::UnboundedReceiver<()>,
     /// `notifications/resources/updated` outside a subscription (legacy), by URI.
     resource_updated: mpsc::UnboundedReceiver<String>,
+    /// Prompt and resource list changes outside a subscription (legacy).
+    catalog_changed: mpsc::UnboundedReceiver<&'static str>,
 }
 
 /// `LMCP_HOME` and `PATH`, nothing else (as the Python scenarios start the server).
@@ -314,6 +326,7 @@ impl Session {
         let progress = Arc::default();
         let (tx, list_changed) = mpsc::unbounded_channel();
         let (updated_tx, resource_updated) = mpsc::unbounded_channel();
+        let (catalog_tx, catalog_changed) = mpsc::unbounded_channel();
         let handler = Handler {
             generation,
             person,
@@ -321,6 +334,7 @@ impl Session {
             progress: Arc::clone(&progress),
             list_changed: tx,
             resource_updated: updated_tx,
+            catalog_changed: catalog_tx,
         };
         let started = match generation {
             Generation::Legacy => {
@@ -355,6 +369,7 @@ impl Session {
             progress,
             list_changed,
             resource_updated,
+            catalog_changed,
         }
     }
 
@@ -1265,6 +1280,7 @@ async fn http_a_client_without_the_token_is_turned_away() {
             progress: Arc::default(),
             list_changed: mpsc::unbounded_channel().0,
             resource_updated: mpsc::unbounded_channel().0,
+            catalog_changed: mpsc::unbounded_channel().0,
         };
         let started = tokio::time::timeout(
             CALL_TIMEOUT,
@@ -1348,3 +1364,4 @@ async fn http_fifty_sessions_call_in_parallel() {
 
 /// `lua_run` (issue #37's code mode) over MCP, in the `core` profile.
 mod code_mode;
+mod skills;

@@ -8,6 +8,7 @@
 //!   writes;
 //! - `upstream`: lmcp as the client of the MCP project's reference "everything" server (npm,
 //!   pinned), its tools called through `lmcp call` and `lmcp serve`;
+//! - `inspector`: the MCP Inspector's CLI listing `lmcp serve`'s prompts and resources;
 //! - `pdf`: the PDF tests of `tests/all/pdf.rs`, where with this feature every page rendered
 //!   with hayro is also rendered by poppler's `pdftoppm`, and the two must agree.
 
@@ -15,6 +16,7 @@
 mod common;
 
 mod editors;
+mod inspector;
 mod mcp;
 #[path = "../all/pdf.rs"]
 mod pdf;

@@ -35,8 +35,8 @@ pub use package::{
 };
 pub(super) use storage::load_indexed;
 pub use storage::{
-    Meta, get, install, installed, list, load_one, recover, remove, set_config, set_enabled,
-    tool_name,
+    Meta, Shown, get, install, installed, list, load_one, recover, reference, remove, set_config,
+    set_enabled, shown, tool_name,
 };
 pub use tools::{call, register_tools};
 

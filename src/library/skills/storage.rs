@@ -331,6 +331,98 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
     Ok(record)
 }
 
+/// What an MCP client sees of one enabled skill: its prompt and the files it may read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shown {
+    /// The skill's name (its prompt's name).
+    pub name: String,
+    /// Its description, as SKILL.md gives it.
+    pub description: String,
+    /// SKILL.md's body: the prompt for an AI.
+    pub prompt: String,
+    /// Its script tools' names (modules are not tools), sorted.
+    pub tools: Vec<String>,
+    /// Its references' names and sizes in bytes, sorted by name.
+    pub references: Vec<(String, usize)>,
+}
+
+/// Every enabled skill as an MCP client sees it, sorted by name. SKILL.md is parsed and the
+/// reference folder listed; no script is compiled, so this is cheap enough to compare on each
+/// look for changes. A skill that cannot be read is left out (and warned about).
+pub fn shown(host: &Host) -> Vec<Shown> {
+    let registry_tools: Vec<String> = host
+        .registry()
+        .all()
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect();
+    let mut out = Vec::new();
+    for (name, dir) in installed(host) {
+        let enabled = read_meta(host, &name)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.enabled);
+        if !enabled || !valid_name(&name) {
+            continue;
+        }
+        let md = std::fs::read_to_string(dir.join("SKILL.md"))
+            .map_err(|e| Error::io(dir.join("SKILL.md"), e))
+            .and_then(|t| super::parse_skill_md(&t));
+        let md = match md {
+            Ok(md) => md,
+            Err(e) => {
+                host.warn(format!("skill `{name}` could not be read: {e}"));
+                continue;
+            }
+        };
+        let prefix = tool_name(&name, "");
+        let mut tools: Vec<String> = registry_tools
+            .iter()
+            .filter(|t| t.starts_with(&prefix))
+            .cloned()
+            .collect();
+        tools.sort();
+        let references = match read_folder(&dir.join("references"), super::MAX_REFERENCE_DEPTH) {
+            Ok(files) => files.into_iter().map(|(n, text)| (n, text.len())).collect(),
+            Err(e) => {
+                host.warn(format!(
+                    "skill `{name}`'s references could not be read: {e}"
+                ));
+                Vec::new()
+            }
+        };
+        out.push(Shown {
+            name,
+            description: md.description,
+            prompt: md.prompt,
+            tools,
+            references,
+        });
+    }
+    out
+}
+
+/// The text of one reference of an enabled skill, by the name [`shown`] lists: nothing else
+/// under the skill's folder can be named (no path is joined from what a client sent).
+pub fn reference(host: &Host, skill: &str, name: &str) -> Option<String> {
+    if !valid_name(skill)
+        || !read_meta(host, skill)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.enabled)
+    {
+        return None;
+    }
+    read_folder(
+        &skill_dir(host, skill).join("references"),
+        super::MAX_REFERENCE_DEPTH,
+    )
+    .ok()?
+    .into_iter()
+    .find(|(n, _)| n == name)
+    .map(|(_, text)| text)
+}
+
 /// Removes a skill (its files, values and tools); whether it was there.
 pub fn remove(host: &Host, name: &str) -> Result<bool> {
     if !valid_name(name) {
