@@ -423,7 +423,7 @@ mod tests {
             "t_result",
             &json!({"type": "object", "properties": {
                 "items": {"type": "array", "items": item},
-                "previews": {"type": "array", "items": crate::program::output::preview()},
+                "previews": {"type": "array", "items": json!({"title": "Preview", "type": "object", "properties": {"tool": {"type": "string"}}})},
                 "by_key": {"type": "object", "additionalProperties": item}
             }, "required": ["items"]}),
         );

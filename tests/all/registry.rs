@@ -161,7 +161,7 @@ fn undeclared(result: &Value, schema: &Value, at: &str, out: &mut Vec<String>) {
 
 /// The `skill_install` arguments of an example skill (`examples/skills/NAME`), as a person
 /// would give them: SKILL.md, its scripts and its references.
-fn example_skill(name: &str) -> Value {
+pub(crate) fn example_skill(name: &str) -> Value {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/skills")
         .join(name);
@@ -189,7 +189,7 @@ fn example_skill(name: &str) -> Value {
 }
 
 /// An example file's text (`examples/PATH`).
-fn example(path: &str) -> String {
+pub(crate) fn example(path: &str) -> String {
     std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("examples")
@@ -200,7 +200,7 @@ fn example(path: &str) -> String {
 
 /// A server on loopback that answers each of its first connections with one of `bodies`
 /// (content type, body), in order.
-fn tiny_server(bodies: &[(&'static str, &'static str)]) -> std::net::SocketAddr {
+pub(crate) fn tiny_server(bodies: &[(&'static str, &'static str)]) -> std::net::SocketAddr {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
