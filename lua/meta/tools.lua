@@ -234,11 +234,12 @@ function tools.calculate(args) end
 ---object, array), description, required, default}] — a custom tool's parameter is optional
 ---unless it says required: true (a recipe's is required unless it has a default or says required:
 ---false) — then either JSON steps [{id (unique), tool (an existing leaf tool), arguments}] or a
----Lua body (`lua`, a program with a ---@param header and ---@uses listing the tools it calls). In
----arguments, {"$input": "name"} substitutes an input and {"$step": "earlier_id", "path": "result"}
----reads an earlier step's result (deeper: "result.items[0].name"); other JSON is literal.
----References point backward; an optional input cannot fill an argument its tool requires. Steps
----cannot be gateways, workflows or authoring tools. Replacing a tool needs replace: true.
+---Lua body (`lua`, a program with a ---@param header, ---@uses listing the tools it calls and,
+---optionally, ---@return typing its result, like {total: number, names: string[]}). In arguments,
+---{"$input": "name"} substitutes an input and {"$step": "earlier_id", "path": "result"} reads an
+---earlier step's result (deeper: "result.items[0].name"); other JSON is literal. References point
+---backward; an optional input cannot fill an argument its tool requires. Steps cannot be gateways,
+---workflows or authoring tools. Replacing a tool needs replace: true.
 ---effect: write
 ---@param args custom_tool_create_args
 ---@return custom_tool_create_result|Preview
@@ -756,9 +757,10 @@ function tools.skill_get(args) end
 ---Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional
 ---version and config fields {title, type: text|number|select|switch, secret, required, default,
 ---values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses
----lists the tools a script calls; a script another one require()s by name is a module, not a tool,
----and takes no ---@param) and references [{name, content}]. A skill of the same name is updated
----(installtime kept); an invalid package changes nothing.
+---lists the tools a script calls; ---@return may type its result, like {total: number, names:
+---string[]}; a script another one require()s by name is a module, not a tool, and takes no
+------@param) and references [{name, content}]. A skill of the same name is updated (installtime
+---kept); an invalid package changes nothing.
 ---effect: write
 ---@param args skill_install_args
 ---@return skill_install_result|Preview

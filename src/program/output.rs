@@ -51,9 +51,12 @@ pub fn declared_param() -> Value {
     })
 }
 
-/// A program's result: its declared type with `description`, or any value.
-fn result(declared: Option<&Value>, description: &str) -> Value {
-    let mut schema = declared.cloned().unwrap_or_else(|| json!({}));
+/// A program's result: its declared type, or any value (`untyped` says which).
+fn result(declared: Option<&Value>, untyped: &str, typed: &str) -> Value {
+    let (mut schema, description) = match declared {
+        Some(d) => (d.clone(), typed),
+        None => (json!({}), untyped),
+    };
     if let Some(map) = schema.as_object_mut() {
         map.entry("description")
             .or_insert_with(|| json!(description));
@@ -67,7 +70,11 @@ pub fn lua_run(declared: Option<&Value>) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "result": result(declared, "What the program returned (null when it returned nothing)"),
+            "result": result(
+                declared,
+                "What the program returned (null when it returned nothing)",
+                "What the program returned, of its ---@return type",
+            ),
             "output": {"type": "string", "description": "What it printed (print, log)"},
             "previews": {
                 "type": "array",
@@ -100,7 +107,11 @@ pub fn steps_run(declared: Option<&Value>) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "result": result(declared, "The last step's result (absent when it previewed)"),
+            "result": result(
+                declared,
+                "The last step's result (absent when it previewed)",
+                "The last step's result, of its tool's output type (absent when it previewed)",
+            ),
             "steps": {"type": "array", "items": step_record(), "description": "Each step that ran or previewed, in order"},
             "run": {"type": "string", "description": "The run's id, when it kept a journal (a confirmed call of a tool that changes state): `lmcp runs show ID`"}
         },

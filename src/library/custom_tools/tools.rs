@@ -168,7 +168,8 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
          parameter is optional unless it says required: true (a recipe's is required unless it \
          has a default or says required: false) — then either JSON steps [{id \
          (unique), tool (an existing leaf tool), arguments}] or a Lua body (`lua`, a program with a \
-         ---@param header and ---@uses listing the tools it calls). In arguments, {\"$input\": \
+         ---@param header, ---@uses listing the tools it calls and, optionally, ---@return typing \
+         its result, like {total: number, names: string[]}). In arguments, {\"$input\": \
          \"name\"} substitutes an input and {\"$step\": \"earlier_id\", \"path\": \"result\"} reads an \
          earlier step's result (deeper: \"result.items[0].name\"); other JSON is literal. References \
          point backward; an optional input cannot fill an argument its tool requires. Steps cannot \

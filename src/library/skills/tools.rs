@@ -365,7 +365,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     let install_spec = ToolSpec::new(
         "skill_install",
         "Install a skill",
-        "Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses lists the tools a script calls; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}]. A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
+        "Install a skill package: skill_md (SKILL.md with YAML front matter: name, description, optional version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt), scripts [{name, code}] (Lua with a ---@param header; ---@uses lists the tools a script calls; ---@return may type its result, like {total: number, names: string[]}; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}]. A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
         json!({"type": "object", "properties": {"skill_md": {"type": "string", "minLength": 1}, "scripts": files("code"), "references": files("content")}, "required": ["skill_md"], "additionalProperties": false}),
     )
     .effect(Effect::Write, write)
