@@ -170,6 +170,20 @@ pub enum Availability {
 }
 
 impl Availability {
+    /// Its JSON shape, for output schemas that report a tool's availability:
+    /// `{status, reason?, detail?}` (the last two when unavailable).
+    pub fn schema() -> Value {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["available", "unavailable"]},
+                "reason": {"type": "string", "enum": ["platform", "no_terminal", "disabled_by_config", "needs_stdio_transport"]},
+                "detail": {"type": "string", "description": "Why it cannot run, and how to change that"}
+            },
+            "required": ["status"]
+        })
+    }
+
     /// True when the tool can run.
     pub fn is_available(&self) -> bool {
         matches!(self, Availability::Available)

@@ -4,6 +4,7 @@
 ---@param skip? integer=0 Skip multiples of this number (0: skip none)
 ---@uses calculate
 ---@timeout 10
+---@return {total: number, numbers_used: integer} the sum, and how many numbers it adds
 
 if params.n < 1 or params.n > 1000 then
   error("n must be between 1 and 1000", 0)

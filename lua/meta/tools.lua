@@ -109,7 +109,7 @@ function dofile(...) end
 ---@deprecated Not in the sandbox: use load with text.
 function loadfile(...) end
 
----@class asset_get_args
+---@class (exact) asset_get_args
 ---@field workspace_id string The workspace's id (a UUID)
 ---@field asset_id integer
 ---@class asset_get_result
@@ -126,7 +126,7 @@ function loadfile(...) end
 ---@return asset_get_result
 function tools.asset_get(args) end
 
----@class asset_import_args
+---@class (exact) asset_import_args
 ---@field workspace_id string The workspace's id (a UUID)
 ---@field path string
 ---@class asset_import_result
@@ -145,17 +145,25 @@ function tools.asset_get(args) end
 ---@return asset_import_result|Preview
 function tools.asset_import(args) end
 
----@class asset_list_args
+---@class (exact) asset_list_args
 ---@field workspace_id string The workspace's id (a UUID)
 ---@class asset_list_result
----@field assets table[]
+---@field assets asset_list_result.assets[]
+---@class asset_list_result.assets
+---@field asset_id integer
+---@field media_type string
+---@field width integer
+---@field height integer
+---@field bytes integer
+---@field sha256 string
+---@field imported string When it was imported (RFC 3339)
 ---List the images imported into a workspace, by asset id.
 ---effect: read
 ---@param args asset_list_args
 ---@return asset_list_result
 function tools.asset_list(args) end
 
----@class build_image_pdf_args
+---@class (exact) build_image_pdf_args
 ---@field workspace_id string
 ---@field source_asset_ids integer[]
 ---@field title string
@@ -168,9 +176,11 @@ function tools.asset_list(args) end
 ---@field preview_path? string
 ---@field title string
 ---@field preset string
----@field pages table[]
+---@field pages build_image_pdf_result.pages[]
 ---@field retryable? boolean
 ---@field error? string
+---@class build_image_pdf_result.pages
+---@field source_asset_id integer
 ---Build one PDF from a workspace's images, one per page in the given order, fitted inside a margin
 ---and centred (square 210×210 mm, portrait A4 or landscape A4). JPEGs are embedded byte for byte;
 ---other images losslessly, with transparency. Writes document.pdf, manifest.json and preview.html
@@ -181,7 +191,7 @@ function tools.asset_list(args) end
 ---@return build_image_pdf_result|Preview
 function tools.build_image_pdf(args) end
 
----@class calculate_args
+---@class (exact) calculate_args
 ---@field expression string The expression, e.g. "(1 + 2) * 3 ^ 2"
 ---@class calculate_result
 ---@field expression string
@@ -194,46 +204,78 @@ function tools.build_image_pdf(args) end
 ---@return calculate_result
 function tools.calculate(args) end
 
----@class custom_tool_create_args
+---@class (exact) custom_tool_create_args
 ---@field name string
 ---@field description string
----@field parameters? table[]
----@field steps? table[]
+---@field parameters? custom_tool_create_args.parameters[]
+---@field steps? custom_tool_create_args.steps[]
 ---@field lua? string
 ---@field replace? boolean
+---@class (exact) custom_tool_create_args.parameters
+---@field name string
+---@field type "string"|"integer"|"int"|"number"|"boolean"|"bool"|"object"|"table"|"array"
+---@field description? string
+---@field required? boolean
+---@field default? any The value used when a call leaves it out (makes it optional)
+---@class (exact) custom_tool_create_args.steps
+---@field id string
+---@field tool string
+---@field arguments? table
+---@class custom_tool_create_result
+---@field name string
+---@field effect "read"|"write"|"send"
+---@field may_call string The tools it may call
+---@field may_reach string[] The hosts its requests may reach
+---@field input_schema table
+---@field replaced boolean
 ---Save a named, reusable workflow as a new tool, discoverable at once and kept across restarts.
 ---Discover existing tools first; prefer a direct call for one-off work. Names start with user_.
 ---Give a precise description and typed parameters [{name, type (string, number, integer, boolean,
 ---object, array), description, required, default}] — a custom tool's parameter is optional
 ---unless it says required: true (a recipe's is required unless it has a default or says required:
 ---false) — then either JSON steps [{id (unique), tool (an existing leaf tool), arguments}] or a
----Lua body (`lua`, a program with a ---@param header and ---@uses listing the tools it calls). In
----arguments, {"$input": "name"} substitutes an input and {"$step": "earlier_id", "path": "result"}
----reads an earlier step's result (deeper: "result.items[0].name"); other JSON is literal.
----References point backward; an optional input cannot fill an argument its tool requires. Steps
----cannot be gateways, workflows or authoring tools. Replacing a tool needs replace: true.
+---Lua body (`lua`, a program with a ---@param header, ---@uses listing the tools it calls and,
+---optionally, ---@return typing its result, like {total: number, names: string[]}). In arguments,
+---{"$input": "name"} substitutes an input and {"$step": "earlier_id", "path": "result"} reads an
+---earlier step's result (deeper: "result.items[0].name"); other JSON is literal. References point
+---backward; an optional input cannot fill an argument its tool requires. Steps cannot be gateways,
+---workflows or authoring tools. Replacing a tool needs replace: true.
 ---effect: write
 ---@param args custom_tool_create_args
----@return any|Preview
+---@return custom_tool_create_result|Preview
 function tools.custom_tool_create(args) end
 
----@class custom_tool_delete_args
+---@class (exact) custom_tool_delete_args
 ---@field name string
+---@class custom_tool_delete_result
+---@field deleted string The deleted tool's name
 ---Delete a saved custom tool (user_*). Only when asked to: it cannot be undone.
 ---effect: write (destructive)
 ---@param args custom_tool_delete_args
----@return any|Preview
+---@return custom_tool_delete_result|Preview
 function tools.custom_tool_delete(args) end
 
----@class custom_tool_list_args
+---@class (exact) custom_tool_list_args
+---@class custom_tool_list_result
+---@field tools custom_tool_list_result.tools[]
+---@class custom_tool_list_result.tools
+---@field name string
+---@field description string
+---@field body "steps"|"lua"
+---@field effect "read"|"write"|"send"
+---@field destructive boolean
+---@field may_call? string The tools it may call
+---@field input_schema table
+---@field created? string RFC 3339 (absent when its file cannot be read)
+---@field updated? string RFC 3339 (absent when its file cannot be read)
 ---List the saved custom tools (user_*): description, body (steps or lua), effect, the tools each
 ---may call, input schema, and when it was created and updated.
 ---effect: read
 ---@param args? custom_tool_list_args
----@return any
+---@return custom_tool_list_result
 function tools.custom_tool_list(args) end
 
----@class friction_flush_args
+---@class (exact) friction_flush_args
 ---@field force? boolean Ignore the backoff and try every waiting report now
 ---@class friction_flush_result
 ---@field sent integer Reports delivered now
@@ -247,17 +289,24 @@ function tools.custom_tool_list(args) end
 ---@return friction_flush_result|Preview
 function tools.friction_flush(args) end
 
----@class friction_log_args
+---@class (exact) friction_log_args
 ---@class friction_log_result
----@field sent table[]
----@field waiting table[]
+---@field sent friction_log_result.sent[]
+---@field waiting friction_log_result.waiting[]
+---@class friction_log_result.sent
+---@field sent_at string When it was sent (RFC 3339)
+---@field payload table Exactly what was sent (docs/friction-payload.schema.json)
+---@class friction_log_result.waiting
+---@field attempts integer
+---@field next_attempt_unix integer Not before this unix time
+---@field payload table Exactly what will be sent (docs/friction-payload.schema.json)
 ---Every anonymous friction report sent or waiting, exactly as sent or to be sent: {sent, waiting}.
 ---effect: read
 ---@param args? friction_log_args
 ---@return friction_log_result
 function tools.friction_log(args) end
 
----@class get_datetime_args
+---@class (exact) get_datetime_args
 ---@class get_datetime_result
 ---@field date string
 ---@field time string
@@ -273,10 +322,10 @@ function tools.friction_log(args) end
 ---@return get_datetime_result
 function tools.get_datetime(args) end
 
----@class http_request_args
+---@class (exact) http_request_args
 ---@field url string http:// or https:// URL
 ---@field method? "GET"|"HEAD"|"POST"|"PUT"|"PATCH"|"DELETE"|"OPTIONS" The HTTP method
----@field headers? table Request headers, by name
+---@field headers? table<string, string> Request headers, by name
 ---@field body? string A text body
 ---@field json? any A JSON body (sent with Content-Type: application/json)
 ---@field timeout_secs? number Give up after this many seconds (within the call's own deadline)
@@ -284,7 +333,7 @@ function tools.get_datetime(args) end
 ---@field max_bytes? integer Keep at most this many bytes of the body and mark it truncated, instead of failing past the limit
 ---@class http_request_result
 ---@field status integer
----@field headers table
+---@field headers table<string, string>
 ---@field body? string
 ---@field body_base64? string
 ---@field json? any
@@ -301,12 +350,16 @@ function tools.get_datetime(args) end
 ---@return http_request_result|Preview
 function tools.http_request(args) end
 
----@class list_dir_args
+---@class (exact) list_dir_args
 ---@field path? string Folder path; default: the workspace
 ---@class list_dir_result
 ---@field path string
----@field entries table[]
+---@field entries list_dir_result.entries[]
 ---@field truncated boolean
+---@class list_dir_result.entries
+---@field name string
+---@field kind string
+---@field size integer
 ---List a folder inside the allowed roots: each entry's name, kind (file, dir, symlink, other) and
 ---size, sorted by name, at most 1000 entries. Without a path, lists the workspace.
 ---effect: read
@@ -314,7 +367,7 @@ function tools.http_request(args) end
 ---@return list_dir_result
 function tools.list_dir(args) end
 
----@class lua_run_args
+---@class (exact) lua_run_args
 ---@field code string The Lua chunk, with its header (---@uses, ---@param, ---@timeout) first
 ---@field params? table The chunk's params (as its ---@param lines declare them)
 ---@field timeout_secs? number How long it may run, over its ---@timeout (else the configured Lua timeout)
@@ -322,25 +375,27 @@ function tools.list_dir(args) end
 ---@field resume? string The id of a confirmed run of the same chunk that failed or was cut short: its done calls hand back their results without running
 ---@field retry_unknown? boolean With resume: run again a call the run died in (it may have happened once already)
 ---@class lua_run_result
----@field result any What the chunk returned (null when it returned nothing)
----@field output string What the chunk printed (print, log)
----@field previews table[] The state-changing calls that previewed instead of running (a run without confirm: true)
----@field run? string The run's id (a confirmed run outside private mode): `lmcp runs show ID`
----Run a Lua program once, in lmcp's sandbox: one call instead of many. The chunk calls tools as
----`tools.NAME{...}` (results come back as tables, not through you; tool_search finds the tools
----there are), reads `params`, may `print`, and what it returns is `result`. It declares the tools
----it may call on a header line `---@uses tool_a, tool_b`; without one it may call read tools only.
----Without confirm: true its state-changing calls are previewed, not run (listed in `previews`);
----with confirm: true it runs for real after one question listing the state-changing tools
----`---@uses` names, and a yes covers exactly those. A failure returns the error with its line, the
----calls that completed and the run id; give the same code with that id as `resume` to go on: done
----calls hand back their results without running. Returns {result, output, previews, run?}.
+---@field result any What the program returned (null when it returned nothing)
+---@field output string What it printed (print, log)
+---@field previews Preview[] The state-changing calls that previewed instead of running (a run that was not confirmed)
+---@field run? string The run's id, when it kept a journal (a confirmed run outside private mode): `lmcp runs show ID`
+---Run a Lua program once, in lmcp's sandbox: one call instead of many. Read the resource
+---lmcp://types/lmcp.lua first: every tool as a typed function, its arguments and result fields (or
+---lmcp://types/tools/NAME.lua for just the tools you call; tool_search finds tools by words). The
+---chunk calls tools as `tools.NAME{...}` (results come back as tables, not through you), reads
+---`params`, may `print`, and what it returns is `result`. It declares the tools it may call on a
+---header line `---@uses tool_a, tool_b`; without one it may call read tools only. Without confirm:
+---true its state-changing calls are previewed, not run (listed in `previews`); with confirm: true
+---it runs for real after one question listing the state-changing tools `---@uses` names, and a yes
+---covers exactly those. A failure returns the error with its line, the calls that completed and
+---the run id; give the same code with that id as `resume` to go on: done calls hand back their
+---results without running. Returns {result, output, previews, run?}.
 ---effect: write
 ---@param args lua_run_args
 ---@return lua_run_result|Preview
 function tools.lua_run(args) end
 
----@class read_file_args
+---@class (exact) read_file_args
 ---@field path string File path, relative to the workspace or absolute inside a root
 ---@class read_file_result
 ---@field path string
@@ -353,52 +408,125 @@ function tools.lua_run(args) end
 ---@return read_file_result
 function tools.read_file(args) end
 
----@class recipe_delete_args
+---@class (exact) recipe_delete_args
 ---@field name string
+---@class recipe_delete_result
+---@field deleted string The deleted recipe's name
 ---Delete a saved recipe. It cannot be undone.
 ---effect: write (destructive)
 ---@param args recipe_delete_args
----@return any|Preview
+---@return recipe_delete_result|Preview
 function tools.recipe_delete(args) end
 
----@class recipe_export_args
+---@class (exact) recipe_export_args
 ---@field name string
+---@class recipe_export_result
+---@field format "lmcp-recipe"
+---@field version integer
+---@field lmcp_version string
+---@field exported_at string RFC 3339
+---@field sha256 string The hash of the recipe's JSON: recipe_import checks it
+---@field recipe recipe_export_result.recipe
+---@class recipe_export_result.recipe.params
+---@field name string
+---@field type string string, integer (int), number, boolean (bool), object (table) or array
+---@field description? string
+---@field required? boolean
+---@field default? any The value used when a call leaves it out
+---@class recipe_export_result.recipe
+---@field name string
+---@field description? string
+---@field schema_version? integer
+---@field params? recipe_export_result.recipe.params[]
+---@field steps? table[]
+---@field lua? string A Lua program, instead of steps
+---@field outputs? table[] What it produces, for people: [{kind}]
 ---Return a saved recipe as a portable, versioned bundle with a content hash, for recipe_import on
 ---another machine.
 ---effect: read
 ---@param args recipe_export_args
----@return any
+---@return recipe_export_result
 function tools.recipe_export(args) end
 
----@class recipe_get_args
+---@class (exact) recipe_get_args
 ---@field name string
+---@class recipe_get_result
+---@field manifest recipe_get_result.manifest
+---@field created string RFC 3339
+---@field updated string RFC 3339
+---@class recipe_get_result.manifest.params
+---@field name string
+---@field type string string, integer (int), number, boolean (bool), object (table) or array
+---@field description? string
+---@field required? boolean
+---@field default? any The value used when a call leaves it out
+---@class recipe_get_result.manifest
+---@field name string
+---@field description? string
+---@field schema_version? integer
+---@field params? recipe_get_result.manifest.params[]
+---@field steps? table[]
+---@field lua? string A Lua program, instead of steps
+---@field outputs? table[] What it produces, for people: [{kind}]
 ---Return a saved recipe's manifest, with when it was created and updated.
 ---effect: read
 ---@param args recipe_get_args
----@return any
+---@return recipe_get_result
 function tools.recipe_get(args) end
 
----@class recipe_import_args
+---@class (exact) recipe_import_args
 ---@field bundle table
 ---@field check_only? boolean
 ---@field replace? boolean
+---@class recipe_import_result
+---@field name string
+---@field step_count integer
+---@field body "steps"|"lua"
+---@field tools recipe_import_result.tools[] Every tool it may call, with its effect and availability here
+---@field saved boolean False with check_only: true
+---@field note? string
+---@class recipe_import_result.tools.availability
+---@field status "available"|"unavailable"
+---@field reason? "platform"|"no_terminal"|"disabled_by_config"|"needs_stdio_transport"
+---@field detail? string Why it cannot run, and how to change that
+---@class recipe_import_result.tools
+---@field tool string
+---@field effect? "read"|"write"|"send" Absent when the tool is not installed here
+---@field availability recipe_import_result.tools.availability
 ---Import a bundle made by recipe_export: refuses a bundle whose content does not match its hash,
 ---checks the recipe like recipe_save, and reports every tool it calls with its effect and
 ---availability here. With check_only: true it only reports.
 ---effect: write
 ---@param args recipe_import_args
----@return any|Preview
+---@return recipe_import_result|Preview
 function tools.recipe_import(args) end
 
----@class recipe_list_args
+---@class (exact) recipe_list_args
+---@class recipe_list_result
+---@field recipes recipe_list_result.recipes[]
+---@field unreadable string[] Recipe files that could not be read, and why (skipped)
+---@class recipe_list_result.recipes.params
+---@field name string
+---@field type string string, integer (int), number, boolean (bool), object (table) or array
+---@field description? string
+---@field required? boolean
+---@field default? any The value used when a call leaves it out
+---@class recipe_list_result.recipes
+---@field name string
+---@field description? string
+---@field body "steps"|"lua"
+---@field step_count integer
+---@field params recipe_list_result.recipes.params[]
+---@field created string RFC 3339
+---@field updated string RFC 3339
 ---List the saved recipes: name, description, body (steps or lua), step count, params, and when
 ---each was created and updated.
 ---effect: read
 ---@param args? recipe_list_args
----@return any
+---@return recipe_list_result
 function tools.recipe_list(args) end
 
----@class recipe_run_args
+---@class (exact) recipe_run_args
 ---@field name? string A saved recipe's name
 ---@field manifest? table An unsaved recipe manifest, instead of name
 ---@field params? table
@@ -406,6 +534,33 @@ function tools.recipe_list(args) end
 ---@field plan_hash? string
 ---@field resume? string The id of a confirmed run that failed or was cut short: its done steps hand back their results without running
 ---@field retry_unknown? boolean With resume: run again a step the run died in (it may have happened once already)
+---@class recipe_run_result
+---@field name string The recipe's name
+---@field confirmed boolean Whether state-changing calls ran (true) or were previewed (false)
+---@field plan_hash string Pass it with confirm: true to run exactly this plan
+---@field steps recipe_run_result.steps[]
+---@field calls recipe_run_result.calls[] Every state-changing call, those of nested programs included: what plan_hash is made of
+---@field hosts? string[] The hosts its requests may reach (absent when none)
+---@field result any The last step's result, or the Lua recipe's return value
+---@field output? string What a Lua recipe printed (absent when nothing)
+---@field run? string The run's id (a confirmed run outside private mode); give it as resume to go on after a failure
+---A step: a call (index, id, tool, args, effect, status, result or summary or reason) or a wait (index, wait, status)
+---@class recipe_run_result.steps
+---@field index integer Its place in the program (0-based)
+---@field id? string
+---@field tool? string
+---@field args? table Its arguments, resolved (or as written, when unresolved)
+---@field effect? "read"|"write"|"send"
+---@field status "done"|"previewed"|"unresolved"|"waited"|"skipped in a plan"
+---@field result? any The tool's result (a previewed step's: its preview)
+---@field summary? string A previewed call of a Lua recipe: what it would do
+---@field reason? string Why an unresolved step's arguments are not known yet
+---@field wait? number A pause, in seconds
+---@class recipe_run_result.calls
+---@field tool string
+---@field args table
+---@field previewed? boolean Present (true) when the call was only previewed
+---@field unresolved? boolean Present (true) when its arguments wait on a previewed step
 ---Run a saved recipe by name (or an unsaved one given as `manifest`) with its params. Without
 ---confirm: true it is a plan: read steps run, state-changing calls are previewed (those of nested
 ---programs too), and the result lists each step with its resolved arguments, effect and status
@@ -416,12 +571,17 @@ function tools.recipe_list(args) end
 ---hand back their results without running. The effect of a call is that of the recipe's tools.
 ---effect: write
 ---@param args? recipe_run_args
----@return any|Preview
+---@return recipe_run_result|Preview
 function tools.recipe_run(args) end
 
----@class recipe_save_args
+---@class (exact) recipe_save_args
 ---@field manifest table The recipe manifest (see the description)
 ---@field replace? boolean Replace a recipe of the same name
+---@class recipe_save_result
+---@field name string
+---@field step_count integer 0 for a Lua recipe
+---@field body "steps"|"lua"
+---@field replaced boolean Whether it replaced a recipe of the same name
 ---Save a reusable recipe — a named, ordered sequence of tool calls with parameters — so it can
 ---be run again any time with recipe_run. The manifest: {"name": string (required), "description":
 ---string, "schema_version": 1, "params": [{"name": string, "type":
@@ -437,10 +597,10 @@ function tools.recipe_run(args) end
 ---Returns {name, step_count}.
 ---effect: write
 ---@param args recipe_save_args
----@return any|Preview
+---@return recipe_save_result|Preview
 function tools.recipe_save(args) end
 
----@class report_friction_args
+---@class (exact) report_friction_args
 ---@field friction_type "repeated_failure"|"task_abandoned"|"workaround_needed"|"cannot_complete"|"other" What kind of friction you observed.
 ---@field error_category? "permission"|"timeout"|"empty"|"not_found"|"parse"|"wrong_result"|"missing_capability"|"crash"|"other" Category of what went wrong (optional).
 ---@field intent_category? "find_email"|"read_email"|"send_email"|"send_message"|"read_messages"|"schedule_event"|"read_calendar"|"manage_reminder"|"manage_note"|"manage_contact"|"read_file"|"write_file"|"search_files"|"document_work"|"cloud_storage"|"browse_web"|"run_command"|"other" What the user was trying to do, chosen from this list (optional). Pick the closest one; do not describe the request.
@@ -463,7 +623,7 @@ function tools.recipe_save(args) end
 ---@return report_friction_result|Preview
 function tools.report_friction(args) end
 
----@class run_command_args
+---@class (exact) run_command_args
 ---@field program string Program name (looked up in PATH) or path
 ---@field args? string[] Arguments, passed as they are
 ---@field cwd? string Working folder inside a root; default: the workspace
@@ -485,89 +645,172 @@ function tools.report_friction(args) end
 ---@return run_command_result|Preview
 function tools.run_command(args) end
 
----@class skill_call_args
+---@class (exact) skill_call_args
 ---@field skill string
 ---@field script string
 ---@field params? table
+---@class skill_call_result
+---@field result any What the program returned (null when it returned nothing)
+---@field output string What it printed (print, log)
+---@field previews Preview[] The state-changing calls that previewed instead of running (a run that was not confirmed)
+---@field run? string The run's id, when it kept a journal (a confirmed run outside private mode): `lmcp runs show ID`
 ---Run one script of an installed, enabled skill directly, with its params; it sees the skill's
 ---config, can require the skill's other scripts, and may call only the tools its ---@uses lists.
 ---Timeout 300 s unless the script's @timeout says otherwise.
 ---effect: write
 ---@param args skill_call_args
----@return any|Preview
+---@return skill_call_result|Preview
 function tools.skill_call(args) end
 
----@class skill_config_args
+---@class (exact) skill_config_args
 ---@field name string
 ---@field values table
+---@class skill_config_result
+---@field set string[] The keys set or removed (never their values)
 ---Set a skill's config values ({key: value}; null removes one). Values of secret fields are stored
 ---apart, readable by the user only, and never shown again.
 ---effect: write
 ---@param args skill_config_args
----@return any|Preview
+---@return skill_config_result|Preview
 function tools.skill_config(args) end
 
----@class skill_enable_args
+---@class (exact) skill_enable_args
+---@field name string
+---@field enabled boolean
+---@class skill_enable_result
 ---@field name string
 ---@field enabled boolean
 ---Turn a skill on or off; a disabled skill's scripts cannot be called and its script tools
 ---disappear.
 ---effect: write
 ---@param args skill_enable_args
----@return any|Preview
+---@return skill_enable_result|Preview
 function tools.skill_enable(args) end
 
----@class skill_get_args
+---@class (exact) skill_get_args
 ---@field name string
+---@class skill_get_result
+---@field skill? skill_get_result.skill
+---@class skill_get_result.skill.scripts
+---@field may_call? string The tools it may call (a script)
+---@field may_reach? string[] The hosts its requests may reach (absent when none)
+---@field module_of? string[] The scripts that require it (a module, not a tool)
+---@field name string
+---@field tool? string The tool it is (a script, not a module)
+---@field description? string Its ---@description (absent when it has none)
+---@field params? table Its parameters, as a JSON Schema
+---@field timeout_secs? number
+---@class skill_get_result.skill.config
+---@field title string
+---@field type "text"|"number"|"select"|"switch"
+---@field secret boolean
+---@field required boolean
+---@field default? any The value when none is set
+---@field values? any[] A select field's choices
+---@class skill_get_result.skill
+---@field name string
+---@field description string
+---@field toolNames string[] Its scripts that are tools (skill__SKILL__SCRIPT)
+---@field referenceNames string[]
+---@field hasConfig boolean
+---@field enabled boolean
+---@field installtime integer When it was installed (Unix milliseconds)
+---@field updatetime integer When it was last updated (Unix milliseconds)
+---@field scripts skill_get_result.skill.scripts[]
+---@field prompt string SKILL.md's body
+---@field config table<string, skill_get_result.skill.config> Its config fields, by key
+---@field values table The values set (or defaults), by key; a secret one is {secret: true, set} and never its value
+---@field version? string
 ---A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the
----values set (secrets never shown), or null when there is no such skill.
+---values set (secrets never shown); `skill` is absent when there is no such skill.
 ---effect: read
 ---@param args skill_get_args
----@return any
+---@return skill_get_result
 function tools.skill_get(args) end
 
----@class skill_install_args
+---@class (exact) skill_install_args
 ---@field skill_md string
----@field scripts? table[]
----@field references? table[]
+---@field scripts? skill_install_args.scripts[]
+---@field references? skill_install_args.references[]
+---@class (exact) skill_install_args.scripts
+---@field name string
+---@field code string
+---@class (exact) skill_install_args.references
+---@field name string
+---@field content string
+---@class skill_install_result
+---@field name string
+---@field description string
+---@field toolNames string[] Its scripts that are tools (skill__SKILL__SCRIPT)
+---@field referenceNames string[]
+---@field hasConfig boolean
+---@field enabled boolean
+---@field installtime integer When it was installed (Unix milliseconds)
+---@field updatetime integer When it was last updated (Unix milliseconds)
+---@field updated boolean Whether it replaced an installed skill of the same name
+---@field scripts_call skill_install_result.scripts_call[]
+---@class skill_install_result.scripts_call
+---@field may_call? string The tools it may call (a script)
+---@field may_reach? string[] The hosts its requests may reach (absent when none)
+---@field module_of? string[] The scripts that require it (a module, not a tool)
+---@field script string
 ---Install a skill package (an Agent Skills folder's content): skill_md (SKILL.md with YAML front
 ---matter: name, description, optional license, compatibility, allowed-tools, metadata, version and
 ---config fields {title, type: text|number|select|switch, secret, required, default, values}; the
 ---body is the prompt; allowed-tools names another host's tools and grants nothing here), scripts
 ---[{name, code}] (Lua only, named NAME.lua or NAME: search.lua installs as search; a ---@param
----header; ---@uses lists the tools a script calls; a script another one require()s by name is a
----module, not a tool, and takes no ---@param) and references [{name, content}] (text only read,
----never run: every other file of the folder, by its path, like reference.md or scripts/helper.py;
----at most 100, 1 MiB each, 8 MiB in all). A skill of the same name is updated (installtime kept);
----an invalid package changes nothing.
+---header; ---@uses lists the tools a script calls; ---@return may type its result, like {total:
+---number, names: string[]}; a script another one require()s by name is a module, not a tool, and
+---takes no ---@param) and references [{name, content}] (text only read, never run: every other
+---file of the folder, by its path, like reference.md or scripts/helper.py; at most 100, 1 MiB
+---each, 8 MiB in all). A skill of the same name is updated (installtime kept); an invalid package
+---changes nothing.
 ---effect: write
 ---@param args skill_install_args
----@return any|Preview
+---@return skill_install_result|Preview
 function tools.skill_install(args) end
 
----@class skill_list_args
+---@class (exact) skill_list_args
+---@class skill_list_result
+---@field skills skill_list_result.skills[]
+---@class skill_list_result.skills
+---@field name string
+---@field description string
+---@field toolNames string[] Its scripts that are tools (skill__SKILL__SCRIPT)
+---@field referenceNames string[]
+---@field hasConfig boolean
+---@field enabled boolean
+---@field installtime integer When it was installed (Unix milliseconds)
+---@field updatetime integer When it was last updated (Unix milliseconds)
 ---List the installed skills: name, description, toolNames, referenceNames, hasConfig, enabled,
 ---installtime, updatetime.
 ---effect: read
 ---@param args? skill_list_args
----@return any
+---@return skill_list_result
 function tools.skill_list(args) end
 
----@class skill_remove_args
+---@class (exact) skill_remove_args
 ---@field name string
+---@class skill_remove_result
+---@field removed boolean Whether it was installed
 ---Remove an installed skill, its config values and its script tools. Returns whether it was
 ---installed.
 ---effect: write (destructive)
 ---@param args skill_remove_args
----@return any|Preview
+---@return skill_remove_result|Preview
 function tools.skill_remove(args) end
 
----@class tool_search_args
+---@class (exact) tool_search_args
 ---@field query string Words to look for, such as "pdf image"
 ---@field limit? integer Most tools to return
 ---@class tool_search_result
----@field tools table[]
+---@field tools tool_search_result.tools[]
 ---@field total integer How many tools matched, those left out by limit included
+---@class tool_search_result.tools
+---@field name string
+---@field description string Its first sentence
+---@field effect "read"|"write"|"send"
+---@field destructive boolean
 ---Find the tools available here whose name or description contains every word of `query`
 ---(case-insensitive; an empty query lists them all), best matches first: each with its name, a
 ---one-line description and its effect (read, write, send; destructive when it may destroy data).
@@ -578,7 +821,7 @@ function tools.skill_remove(args) end
 ---@return tool_search_result
 function tools.tool_search(args) end
 
----@class workspace_create_args
+---@class (exact) workspace_create_args
 ---@field name string
 ---@class workspace_create_result
 ---@field workspace_id string
@@ -589,7 +832,7 @@ function tools.tool_search(args) end
 ---@return workspace_create_result|Preview
 function tools.workspace_create(args) end
 
----@class workspace_delete_args
+---@class (exact) workspace_delete_args
 ---@field workspace_id string
 ---@class workspace_delete_result
 ---@field deleted string The deleted workspace's id
@@ -599,16 +842,21 @@ function tools.workspace_create(args) end
 ---@return workspace_delete_result|Preview
 function tools.workspace_delete(args) end
 
----@class workspace_list_args
+---@class (exact) workspace_list_args
 ---@class workspace_list_result
----@field workspaces table[]
+---@field workspaces workspace_list_result.workspaces[]
+---@class workspace_list_result.workspaces
+---@field workspace_id string
+---@field name string
+---@field created string When it was created (RFC 3339)
+---@field asset_count integer
 ---List the workspaces: id, name, when created, how many assets.
 ---effect: read
 ---@param args? workspace_list_args
 ---@return workspace_list_result
 function tools.workspace_list(args) end
 
----@class write_file_args
+---@class (exact) write_file_args
 ---@field path string File path, relative to the workspace or absolute inside a root
 ---@field content string The text to write
 ---@field overwrite? boolean Replace the file if it exists

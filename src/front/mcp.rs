@@ -351,7 +351,12 @@ pub(super) fn tracing_stderr(message: &str) {
 /// An error result carries structured content only when the client was not given an output
 /// schema for the tool (`schema_listed` false): clients validate structured content against
 /// the declared schema even on errors, and SDK 1.x clients then threw the real message away.
-/// (Previews never reach here: MCP calls run confirmed, asking through the client.)
+///
+/// A preview is never a tool's `structuredContent` (#37): MCP calls run confirmed, asking
+/// through the client, so the gate has no preview to give here; were one to arrive, it is not
+/// the tool's declared result, so it goes as text only (the preview's JSON), and a client
+/// validating output schemas never sees it as a result. The previews a program's run makes
+/// are inside its result (`lua_run`'s and `recipe_run`'s), where their shape is declared.
 fn to_result(outcome: Outcome, schema_listed: bool) -> CallToolResult {
     match outcome {
         Outcome::Done(v) => {
@@ -362,7 +367,9 @@ fn to_result(outcome: Outcome, schema_listed: bool) -> CallToolResult {
             };
             CallToolResult::structured(structured)
         }
-        Outcome::Preview(p) => CallToolResult::structured(p.to_json()),
+        Outcome::Preview(p) => CallToolResult::success(vec![ContentBlock::text(
+            json!({"outcome": "preview", "preview": p.to_json()}).to_string(),
+        )]),
         other => {
             let j = other.to_json();
             let message = match &other {
@@ -980,6 +987,22 @@ mod tests {
         }
         let done = to_result(Outcome::Done(json!({"value": 1})), true);
         assert_eq!(done.structured_content, Some(json!({"value": 1})));
+        // a preview is not the tool's result: text only, listed schema or not
+        for listed in [true, false] {
+            let preview = to_result(
+                Outcome::Preview(crate::gate::Preview {
+                    tool: "write_file".into(),
+                    args: json!({"path": "a"}),
+                    effect: Effect::Write,
+                    summary: "write a".into(),
+                }),
+                listed,
+            );
+            assert!(preview.structured_content.is_none());
+            assert_ne!(preview.is_error, Some(true));
+            let text = preview.content[0].as_text().unwrap().text.clone();
+            assert!(text.contains("\"preview\":true"), "{text}");
+        }
     }
 
     #[test]

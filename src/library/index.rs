@@ -79,6 +79,10 @@ pub(super) struct Indexed {
     /// The hosts its requests may reach (see `ToolSpec::connect`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     connect: Vec<String>,
+    /// Its output schema (a custom tool's or skill script's result, typed by its `---@return`
+    /// or its last step's tool; #37).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output_schema: Option<Value>,
 }
 
 impl Indexed {
@@ -93,6 +97,7 @@ impl Indexed {
             annotations: spec.annotations,
             capabilities: spec.capabilities.clone(),
             connect: spec.connect.clone(),
+            output_schema: spec.output_schema.clone(),
         }
     }
 
@@ -112,6 +117,10 @@ impl Indexed {
         .effect(self.effect, self.annotations)
         .kind(Kind::Workflow)
         .connects(self.connect.clone());
+        let spec = match &self.output_schema {
+            Some(o) => spec.output(o.clone()),
+            None => spec,
+        };
         match &self.capabilities {
             Some(c) => spec.capabilities(c.clone()),
             None => spec,
@@ -124,10 +133,10 @@ const MAX_INDEX_BYTES: u64 = 64 << 20;
 
 /// What `version` says for this lmcp: the package version, and a format number raised when
 /// the same version would index a program differently (2: a skill's modules are no tools, #34;
-/// 3: a program's hosts, #36), so an index written before is compiled again rather than
-/// trusted.
+/// 3: a program's hosts, #36; 4: its output schema, #37), so an index written before is
+/// compiled again rather than trusted.
 fn this_version() -> String {
-    format!("{}+3", env!("CARGO_PKG_VERSION"))
+    format!("{}+4", env!("CARGO_PKG_VERSION"))
 }
 
 fn path(host: &Host) -> PathBuf {

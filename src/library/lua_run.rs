@@ -200,34 +200,6 @@ async fn run(inv: &crate::registry::Invocation, program: &Program) -> Result<Val
     Ok(out)
 }
 
-/// The output schema: what the chunk returned, what it printed, what it previewed.
-fn output_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "result": {"description": "What the chunk returned (null when it returned nothing)"},
-            "output": {"type": "string", "description": "What the chunk printed (print, log)"},
-            "previews": {
-                "type": "array",
-                "description": "The state-changing calls that previewed instead of running (a run without confirm: true)",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "preview": {"type": "boolean"},
-                        "tool": {"type": "string"},
-                        "args": {"type": "object"},
-                        "effect": {"type": "string"},
-                        "summary": {"type": "string"}
-                    },
-                    "required": ["preview", "tool", "args", "effect", "summary"]
-                }
-            },
-            "run": {"type": "string", "description": "The run's id (a confirmed run outside private mode): `lmcp runs show ID`"}
-        },
-        "required": ["result", "output", "previews"]
-    })
-}
-
 /// Registers `lua_run`.
 pub fn register_tools(registry: &Registry) -> Result<()> {
     let spec = ToolSpec::new(
@@ -265,7 +237,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     .without_preview()
     .resolves(resolve)
     .profile(crate::registry::Profile::Code)
-    .output(output_schema())
+    .output(program::output::lua_run(None))
     .summary(|a| {
         let lines = a["code"].as_str().map_or(0, |c| c.lines().count());
         format!(

@@ -355,6 +355,8 @@ fn compile_steps(
     let mut tools: Vec<String> = Vec::new();
     let mut connect: Vec<String> = Vec::new();
     let mut ids: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    // the result of a JSON program is its last call's: typed by that tool's output schema
+    let mut returns = None;
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{steps_at}/{i}");
         let (id, tool_name, template) = match step {
@@ -422,6 +424,7 @@ fn compile_steps(
         if !tools.contains(tool_name) {
             tools.push(tool_name.clone());
         }
+        returns = tool.spec().output_schema.clone();
         body.push(Step::Call {
             id,
             tool: tool_name.clone(),
@@ -436,6 +439,7 @@ fn compile_steps(
         connect,
         timeout: source.timeout.or(policy.default_timeout),
         body: Body::Steps(body),
+        returns,
     })
 }
 
@@ -676,6 +680,7 @@ fn compile_lua_body(
             modules: modules.to_vec(),
             config: config.clone(),
         }),
+        returns: header.returns.clone(),
     })
 }
 

@@ -19,6 +19,11 @@
 //! a default (which also makes it optional; a string default with spaces is written in JSON
 //! quotes: `string="two words"`). Types: `string`, `integer`, `number`, `boolean`, `table` or
 //! `object`, `array`. A bad header is an error naming its line.
+//!
+//! `---@return TYPE` declares what the program returns, in LuaLS type syntax read by
+//! [`super::luatype`] (`---@return {total: number, files: string[]}`): a custom tool or skill
+//! script that declares one has its result typed in its tool's output schema. A type with no
+//! portable schema is refused, naming its line.
 
 use std::time::Duration;
 
@@ -236,6 +241,9 @@ pub struct Header {
     /// The line of `---@name`, for messages about the name.
     #[serde(skip)]
     pub name_line: Option<usize>,
+    /// `---@return`: the JSON Schema of what the program returns, when declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub returns: Option<Value>,
 }
 
 fn secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -247,7 +255,6 @@ fn secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> std::result::Result
 
 /// LuaLS annotations that may appear in a header and mean nothing to lmcp.
 const LUALS_TAGS: &[&str] = &[
-    "return",
     "type",
     "class",
     "field",
@@ -416,12 +423,24 @@ impl Header {
                         ));
                     }
                 }
+                "return" => {
+                    if h.returns.is_some() {
+                        return Err(bad(
+                            line_no,
+                            "a second @return: a program returns one value, so declare one \
+                             type (a table type holds several fields)",
+                        ));
+                    }
+                    let (schema, _name_and_description) = super::luatype::parse(value)
+                        .map_err(|m| bad(line_no, format!("@return: {m}")))?;
+                    h.returns = Some(schema);
+                }
                 t if LUALS_TAGS.contains(&t) => {}
                 other => {
                     return Err(bad(
                         line_no,
                         format!(
-                            "unknown tag `@{other}`; lmcp reads @name, @description, @param, @timeout, @uses and @connect"
+                            "unknown tag `@{other}`; lmcp reads @name, @description, @param, @timeout, @uses, @connect and @return"
                         ),
                     ));
                 }
@@ -656,6 +675,14 @@ mod tests {
             h.connect,
             ["api.example.org", "*.hooks.example.org", "[::1]:8080"]
         );
+        // `---@return table` declares a table of any fields
+        assert_eq!(h.returns, Some(json!({"type": "object"})));
+        let typed = Header::parse(
+            "---@return {total: number, files?: string[]} the sums",
+            "t.lua",
+        )
+        .unwrap();
+        assert_eq!(typed.returns.unwrap()["required"], json!(["total"]));
         let schema = h.params_schema();
         assert_eq!(schema["required"], json!(["text", "strict"]));
         assert!(jsonschema::meta::is_valid(&schema));
@@ -685,6 +712,13 @@ mod tests {
             ("---@connect", 1, "@connect needs a host"),
             ("-- x\n---@connect http://a.org/", 2, "name only the host"),
             ("---@connect a.*.org", 1, "may only stand alone"),
+            ("-- x\n---@return string|nil", 2, "@return: a union"),
+            ("---@return {n: numbr}", 1, "@return: unknown type `numbr`"),
+            (
+                "---@return {a: number}\n---@return string",
+                2,
+                "a second @return",
+            ),
         ];
         for (src, line, what) in cases {
             let e = Header::parse(src, "t.lua").unwrap_err();

@@ -7,6 +7,8 @@
 //! | what | where |
 //! |---|---|
 //! | the header, parameter types, params → schema, `k=v` parsing | [`header`] |
+//! | `---@return` types (LuaLS syntax) as JSON Schema | [`luatype`] |
+//! | the output schemas of program runs, and checking a result against its declared type | [`output`] |
 //! | `${...}` templates | [`interpolate`] |
 //! | step templates (both placeholder styles) and result paths | [`steps`] |
 //! | the runner for both engines: steps, and Lua (timeout, VM options, restriction, output) | [`run`] |
@@ -16,6 +18,8 @@
 pub mod compile;
 pub mod header;
 pub mod interpolate;
+pub mod luatype;
+pub mod output;
 pub mod run;
 pub mod steps;
 
@@ -70,6 +74,10 @@ pub struct Program {
     pub timeout: Option<Duration>,
     /// Steps or Lua.
     pub body: Body,
+    /// The JSON Schema of what it returns, when known: a Lua header's `---@return`, or the
+    /// output schema of the tool a JSON program's last step calls. A tool made of the program
+    /// (a custom tool, a skill script) types its `result` with it.
+    pub returns: Option<Value>,
 }
 
 impl Program {

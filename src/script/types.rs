@@ -3,6 +3,12 @@
 //! `lmcp types` prints them (or writes them with `-o`); `lua/meta/tools.lua` is the copy for the
 //! built-in tools, kept fresh by a test. Every tool becomes a typed function on `tools`, with a
 //! `---@class` for its arguments and, when it declares an output schema, for its result.
+//!
+//! The definitions are meant to be trusted by a model writing code and by an editor checking
+//! it (#37): argument classes are exact (`---@class (exact) NAME_args`), so a field a tool does
+//! not take is flagged, as a missing or mistyped one is; a field a schema does not require is
+//! optional (`?`), because it may be absent; and a nested object the schema describes is a
+//! class of its own (`NAME_result.field`), not a bare `table`.
 
 use serde_json::Value;
 
@@ -123,73 +129,146 @@ function dofile(...) end
 function loadfile(...) end
 "#;
 
-/// The LuaLS type of a JSON Schema.
-fn lua_type(schema: &Value) -> String {
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let names: Vec<String> = values.iter().map(|v| v.to_string()).collect();
-        if !names.is_empty() {
-            return names.join("|");
-        }
-    }
-    match schema.get("type") {
-        Some(Value::String(t)) => single_type(t, schema),
-        Some(Value::Array(ts)) => {
-            let names: Vec<String> = ts
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|t| single_type(t, schema))
-                .collect();
-            names.join("|")
-        }
-        _ => "any".to_string(),
-    }
+/// The classes made while typing one definitions file: nested object schemas become classes of
+/// their own (named after where they stand, `recipe_list_result.recipes`, or after their
+/// `title`, like `Preview`), so an editor knows what a nested table holds, not only `table`.
+#[derive(Default)]
+struct Classes {
+    /// The text of the nested classes made so far, to follow the class that uses them.
+    text: String,
+    /// The class names already defined (the globals' included), so a titled shape is defined
+    /// once and shared.
+    defined: std::collections::BTreeSet<String>,
 }
 
-fn single_type(t: &str, schema: &Value) -> String {
-    match t {
-        "string" => "string".into(),
-        "integer" => "integer".into(),
-        "number" => "number".into(),
-        "boolean" => "boolean".into(),
-        "null" => "nil".into(),
-        "array" => match schema.get("items") {
-            Some(items) => {
-                let inner = lua_type(items);
-                if inner.contains('|') {
-                    format!("({inner})[]")
-                } else {
-                    format!("{inner}[]")
-                }
+impl Classes {
+    fn new() -> Classes {
+        let mut c = Classes::default();
+        // the globals define it (see GLOBALS), and the run schemas title their previews so
+        c.defined.insert("Preview".into());
+        c
+    }
+
+    /// The LuaLS type of a JSON Schema; `at` names the class a nested object would become.
+    fn lua_type(&mut self, schema: &Value, at: &str) -> String {
+        if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+            let names: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+            if !names.is_empty() {
+                return names.join("|");
             }
-            None => "any[]".into(),
-        },
-        "object" => "table".into(),
-        _ => "any".into(),
+        }
+        match schema.get("type") {
+            Some(Value::String(t)) => self.single_type(t, schema, at),
+            Some(Value::Array(ts)) => {
+                let names: Vec<String> = ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|t| self.single_type(t, schema, at))
+                    .collect();
+                names.join("|")
+            }
+            _ => "any".to_string(),
+        }
+    }
+
+    fn single_type(&mut self, t: &str, schema: &Value, at: &str) -> String {
+        match t {
+            "string" => "string".into(),
+            "integer" => "integer".into(),
+            "number" => "number".into(),
+            "boolean" => "boolean".into(),
+            "null" => "nil".into(),
+            "array" => match schema.get("items") {
+                Some(items) => {
+                    let inner = self.lua_type(items, at);
+                    if inner.contains('|') {
+                        format!("({inner})[]")
+                    } else {
+                        format!("{inner}[]")
+                    }
+                }
+                None => "any[]".into(),
+            },
+            "object" => self.object(schema, at),
+            _ => "any".into(),
+        }
+    }
+
+    /// An object schema: a class when it names its properties, a map when it types its values
+    /// (`table<string, T>`), else `table`.
+    fn object(&mut self, schema: &Value, at: &str) -> String {
+        let has_properties = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty());
+        if has_properties {
+            let name = match schema.get("title").and_then(Value::as_str) {
+                Some(t) if is_class_name(t) => t.to_string(),
+                _ => at.to_string(),
+            };
+            if self.defined.insert(name.clone()) {
+                let text = self.class(&name, schema);
+                self.text.push_str(&text);
+            }
+            return name;
+        }
+        match schema.get("additionalProperties") {
+            Some(v @ Value::Object(m)) if !m.is_empty() => {
+                format!("table<string, {}>", self.lua_type(v, at))
+            }
+            _ => "table".into(),
+        }
+    }
+
+    /// `---@class` with a `---@field` per property: exact when the schema allows no other
+    /// property (`additionalProperties: false`, as every tool's arguments), so EmmyLua and
+    /// LuaLS flag a field the tool does not take; a property the schema does not require is
+    /// optional (`?`), since it may be absent.
+    fn class(&mut self, name: &str, schema: &Value) -> String {
+        let exact = schema.get("additionalProperties") == Some(&Value::Bool(false));
+        let mut out = String::new();
+        if let Some(d) = schema.get("description").and_then(Value::as_str) {
+            out.push_str(&format!("---{}\n", one_line(d)));
+        }
+        out.push_str(&format!(
+            "---@class {}{name}\n",
+            if exact { "(exact) " } else { "" }
+        ));
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            for (k, p) in props {
+                let opt = if required.contains(&k.as_str()) {
+                    ""
+                } else {
+                    "?"
+                };
+                let desc = p.get("description").and_then(Value::as_str).unwrap_or("");
+                let ty = self.lua_type(p, &format!("{name}.{k}"));
+                let line = format!("---@field {k}{opt} {ty} {}", one_line(desc));
+                out.push_str(line.trim_end());
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// A top-level class and the nested classes it made, in that order.
+    fn top(&mut self, name: &str, schema: &Value) -> String {
+        self.defined.insert(name.to_string());
+        let mut out = self.class(name, schema);
+        out.push_str(&std::mem::take(&mut self.text));
+        out
     }
 }
 
-/// `---@class` with a `---@field` per property.
-fn class(name: &str, schema: &Value) -> String {
-    let mut out = format!("---@class {name}\n");
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-        for (k, p) in props {
-            let opt = if required.contains(&k.as_str()) {
-                ""
-            } else {
-                "?"
-            };
-            let desc = p.get("description").and_then(Value::as_str).unwrap_or("");
-            let line = format!("---@field {k}{opt} {} {}", lua_type(p), one_line(desc));
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-    }
-    out
+/// Whether a schema's `title` can name a class (`Preview`, `Asset`).
+fn is_class_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn one_line(s: &str) -> String {
@@ -213,15 +292,16 @@ pub fn lua_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
 /// which tools it will call reads these instead of the whole file.
 pub fn tool_definitions(tools: &[std::sync::Arc<Tool>]) -> String {
     let mut out = String::new();
+    let mut classes = Classes::new();
     for tool in tools {
         let s = tool.spec();
         out.push('\n');
         let args = format!("{}_args", s.name);
-        out.push_str(&class(&args, &s.input_schema));
+        out.push_str(&classes.top(&args, &s.input_schema));
         let result = match &s.output_schema {
             Some(schema) => {
                 let name = format!("{}_result", s.name);
-                out.push_str(&class(&name, schema));
+                out.push_str(&classes.top(&name, schema));
                 name
             }
             None => "any".to_string(),
@@ -315,27 +395,65 @@ mod tests {
 
     #[test]
     fn schema_types_map_to_luals() {
-        assert_eq!(lua_type(&json!({"type": "string"})), "string");
+        let mut c = Classes::new();
+        let mut t = |s: Value| c.lua_type(&s, "x");
+        assert_eq!(t(json!({"type": "string"})), "string");
         assert_eq!(
-            lua_type(&json!({"type": "array", "items": {"type": "integer"}})),
+            t(json!({"type": "array", "items": {"type": "integer"}})),
             "integer[]"
         );
+        assert_eq!(t(json!({"type": ["integer", "null"]})), "integer|nil");
         assert_eq!(
-            lua_type(&json!({"type": ["integer", "null"]})),
-            "integer|nil"
-        );
-        assert_eq!(
-            lua_type(&json!({"enum": ["square", "portrait"]})),
+            t(json!({"enum": ["square", "portrait"]})),
             "\"square\"|\"portrait\""
         );
-        assert_eq!(lua_type(&json!({})), "any");
-        let c = class(
+        assert_eq!(t(json!({})), "any");
+        assert_eq!(
+            t(json!({"type": "object", "additionalProperties": {"type": "boolean"}})),
+            "table<string, boolean>"
+        );
+        assert_eq!(t(json!({"type": "object"})), "table");
+        let mut c = Classes::new();
+        let text = c.top(
             "x_args",
-            &json!({"properties": {"a": {"type": "string", "description": "the a"}, "b": {"type": "object"}}, "required": ["a"]}),
+            &json!({"properties": {"a": {"type": "string", "description": "the a"}, "b": {"type": "object"}}, "required": ["a"], "additionalProperties": false}),
         );
         assert_eq!(
-            c,
-            "---@class x_args\n---@field a string the a\n---@field b? table\n"
+            text,
+            "---@class (exact) x_args\n---@field a string the a\n---@field b? table\n"
         );
+    }
+
+    #[test]
+    fn nested_objects_become_classes_and_titles_are_shared() {
+        let mut c = Classes::new();
+        let item = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        let text = c.top(
+            "t_result",
+            &json!({"type": "object", "properties": {
+                "items": {"type": "array", "items": item},
+                "previews": {"type": "array", "items": json!({"title": "Preview", "type": "object", "properties": {"tool": {"type": "string"}}})},
+                "by_key": {"type": "object", "additionalProperties": item}
+            }, "required": ["items"]}),
+        );
+        assert!(text.starts_with("---@class t_result\n"), "{text}");
+        assert!(
+            text.contains("---@field items t_result.items[]\n"),
+            "{text}"
+        );
+        assert!(text.contains("---@field previews? Preview[]"), "{text}");
+        assert!(
+            text.contains("---@field by_key? table<string, t_result.by_key>"),
+            "{text}"
+        );
+        // the nested class, once, non-exact (the schema allows more), its field required
+        assert_eq!(
+            text.matches("---@class t_result.items\n").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("---@class t_result.items\n---@field name string\n"));
+        // Preview is the globals' class, not made again
+        assert!(!text.contains("---@class Preview"), "{text}");
     }
 }

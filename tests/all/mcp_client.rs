@@ -1172,6 +1172,187 @@ async fn a_cancelled_call_withdraws_its_question() {
     s.close().await;
 }
 
+/// Calls `name` over MCP, which must succeed, and checks its structured content against the
+/// output schema `tools` lists for it (as the Python client does); notes the call in `called`.
+async fn typed_call(
+    s: &Session,
+    tools: &[Tool],
+    called: &mut std::collections::BTreeSet<String>,
+    name: &str,
+    args: Value,
+) -> Value {
+    let r = s.call(name, args.clone()).await;
+    assert!(!is_error(&r), "{name} {args}: {r:?}");
+    assert!(
+        tool(tools, name).output_schema.is_some(),
+        "{name}: listed without an output schema"
+    );
+    check_output_schema(tools, name, &r);
+    called.insert(name.to_string());
+    structured(&r).clone()
+}
+
+/// Under `LMCP_OUTPUT_SCHEMAS=1` every tool lists an output schema and every tool's
+/// `structuredContent` validates against it (#37): each listed tool is called here (a person
+/// says yes to what asks), the example custom tool and skill tool too, and a listed tool that
+/// is not called fails the test. MCP calls run confirmed, so none of these is a preview.
+async fn every_result_meets_its_schema(g: Generation, door: Door) {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = home.path().join("data/workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("red.png"), tiny_png()).unwrap();
+    let web = crate::registry::tiny_server(&[("application/json", "{\"a\":[1,2]}")]);
+    cli(
+        home.path(),
+        &["hosts", "allow", "--private", &web.to_string()],
+    )
+    .await;
+    let s = Session::start_with(
+        home.path(),
+        g,
+        door,
+        Person::Accepts,
+        &[("LMCP_OUTPUT_SCHEMAS", "1")],
+    )
+    .await;
+    let tools = s.tools().await;
+    let mut called = std::collections::BTreeSet::new();
+    let c = &mut called;
+    for (name, args) in [
+        ("calculate", json!({"expression": "6*7"})),
+        ("get_datetime", json!({})),
+        (
+            "write_file",
+            json!({"path": "n/a.txt", "content": "a cat, a hat"}),
+        ),
+        ("read_file", json!({"path": "n/a.txt"})),
+        ("list_dir", json!({"path": "n"})),
+        ("run_command", json!({"program": "echo", "args": ["hi"]})),
+        ("http_request", json!({"url": format!("http://{web}/a")})),
+        ("tool_search", json!({"query": "recipe"})),
+        (
+            "lua_run",
+            json!({"code": "---@uses write_file\nreturn tools.write_file{path = 'n/l.txt', content = 'x'}", "confirm": true}),
+        ),
+        (
+            "lua_run",
+            json!({"code": "local n = 0\nfor i = 1, 3 do n = n + tools.calculate{expression = i .. '*2'}.value end\nreturn {n = n}"}),
+        ),
+        ("report_friction", json!({"friction_type": "other"})),
+        ("friction_log", json!({})),
+        ("friction_flush", json!({"force": true})),
+        ("workspace_list", json!({})),
+    ] {
+        typed_call(&s, &tools, c, name, args).await;
+    }
+    let ws = typed_call(&s, &tools, c, "workspace_create", json!({"name": "typed"})).await
+        ["workspace_id"]
+        .clone();
+    let other = typed_call(&s, &tools, c, "workspace_create", json!({"name": "gone"})).await
+        ["workspace_id"]
+        .clone();
+    for (name, args) in [
+        (
+            "asset_import",
+            json!({"workspace_id": ws, "path": "red.png"}),
+        ),
+        ("asset_list", json!({"workspace_id": ws})),
+        ("asset_get", json!({"workspace_id": ws, "asset_id": 1})),
+        (
+            "build_image_pdf",
+            json!({"workspace_id": ws, "source_asset_ids": [1], "title": "T", "preset": "square"}),
+        ),
+        ("workspace_delete", json!({"workspace_id": other})),
+    ] {
+        typed_call(&s, &tools, c, name, args).await;
+    }
+    // the recipe tools, on the example recipe
+    let daily: Value =
+        serde_json::from_str(&crate::registry::example("recipes/daily_note.json")).unwrap();
+    for (name, args) in [
+        ("recipe_save", json!({"manifest": daily})),
+        ("recipe_list", json!({})),
+        ("recipe_get", json!({"name": "Daily note"})),
+        ("recipe_run", json!({"name": "Daily note"})),
+        ("recipe_run", json!({"name": "Daily note", "confirm": true})),
+    ] {
+        typed_call(&s, &tools, c, name, args).await;
+    }
+    let bundle = typed_call(
+        &s,
+        &tools,
+        c,
+        "recipe_export",
+        json!({"name": "Daily note"}),
+    )
+    .await;
+    for (name, args) in [
+        ("recipe_import", json!({"bundle": bundle, "replace": true})),
+        ("recipe_delete", json!({"name": "Daily note"})),
+        // the example Lua custom tool (typed by its ---@return) and the example skill
+        (
+            "custom_tool_create",
+            json!({"name": "user_sum_squares", "description": "Sum squares", "lua": crate::registry::example("tools/user_sum_squares.lua")}),
+        ),
+        ("custom_tool_list", json!({})),
+        (
+            "skill_install",
+            crate::registry::example_skill("word-stats"),
+        ),
+        ("skill_list", json!({})),
+        ("skill_get", json!({"name": "word-stats"})),
+        ("skill_get", json!({"name": "no-such-skill"})),
+        (
+            "skill_config",
+            json!({"name": "word-stats", "values": {"min_length": 2}}),
+        ),
+        (
+            "skill_enable",
+            json!({"name": "word-stats", "enabled": true}),
+        ),
+        (
+            "skill_call",
+            json!({"skill": "word-stats", "script": "count_words", "params": {"path": "n/a.txt"}}),
+        ),
+    ] {
+        typed_call(&s, &tools, c, name, args).await;
+    }
+    // the tools made above, as the list now shows them
+    let now = s.tools().await;
+    let r = typed_call(&s, &now, c, "user_sum_squares", json!({"n": 3})).await;
+    assert_eq!(r["result"], json!({"total": 14, "numbers_used": 3}), "{r}");
+    let r = typed_call(
+        &s,
+        &now,
+        c,
+        "skill__word_stats__count_words",
+        json!({"text": "a cat, a hat, a cat"}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["top"][0],
+        json!({"word": "cat", "count": 2}),
+        "{r}"
+    );
+    for (name, args) in [
+        ("custom_tool_delete", json!({"name": "user_sum_squares"})),
+        ("skill_remove", json!({"name": "word-stats"})),
+    ] {
+        typed_call(&s, &now, c, name, args).await;
+    }
+    let listed: std::collections::BTreeSet<String> =
+        tools.iter().map(|t| t.name.to_string()).collect();
+    assert!(
+        ["run_command", "asset_import", "skill_call", "lua_run"]
+            .iter()
+            .all(|n| listed.contains(*n)),
+        "the full profile on stdio: {listed:?}"
+    );
+    let missed: Vec<&String> = listed.difference(&called).collect();
+    assert!(missed.is_empty(), "listed but not called here: {missed:?}");
+    s.close().await;
+}
+
 /// One test per scenario and generation, so a failure names both.
 macro_rules! in_both_generations {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
@@ -1197,6 +1378,7 @@ in_both_generations! {
     elicitation => elicitation_legacy, elicitation_2026;
     one_yes_for_a_recipe => one_yes_for_a_recipe_legacy, one_yes_for_a_recipe_2026;
     answers_are_told_apart => answers_are_told_apart_legacy, answers_are_told_apart_2026;
+    every_result_meets_its_schema => typed_results_legacy, typed_results_2026;
 }
 
 /// The same scenarios through rmcp's Streamable HTTP client against `lmcp serve --http`.

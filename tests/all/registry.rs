@@ -27,13 +27,21 @@ fn every_tool_is_fully_described() {
             "{}: bad input schema",
             s.name
         );
-        if let Some(o) = &s.output_schema {
-            assert!(
-                jsonschema::meta::is_valid(o),
-                "{}: bad output schema",
-                s.name
-            );
-        }
+        // every built-in tool (a fresh host has no others) types its result (#37)
+        let o = s
+            .output_schema
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no output schema", s.name));
+        assert!(
+            jsonschema::meta::is_valid(o),
+            "{}: bad output schema",
+            s.name
+        );
+        assert_eq!(
+            o["type"], "object",
+            "{}: structuredContent is an object",
+            s.name
+        );
         let a = serde_json::to_value(s.annotations).unwrap();
         for key in [
             "readOnlyHint",
@@ -151,9 +159,48 @@ fn undeclared(result: &Value, schema: &Value, at: &str, out: &mut Vec<String>) {
     }
 }
 
+/// The `skill_install` arguments of an example skill (`examples/skills/NAME`), as a person
+/// would give them: SKILL.md, its scripts and its references.
+pub(crate) fn example_skill(name: &str) -> Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/skills")
+        .join(name);
+    let files = |sub: &str, key: &str| -> Vec<Value> {
+        let mut paths: Vec<_> = std::fs::read_dir(dir.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        paths.sort();
+        paths
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.file_name().unwrap().to_str().unwrap(),
+                    key: std::fs::read_to_string(p).unwrap(),
+                })
+            })
+            .collect()
+    };
+    json!({
+        "skill_md": std::fs::read_to_string(dir.join("SKILL.md")).unwrap(),
+        "scripts": files("scripts", "code"),
+        "references": files("references", "content"),
+    })
+}
+
+/// An example file's text (`examples/PATH`).
+pub(crate) fn example(path: &str) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(path),
+    )
+    .unwrap()
+}
+
 /// A server on loopback that answers each of its first connections with one of `bodies`
 /// (content type, body), in order.
-fn tiny_server(bodies: &[(&'static str, &'static str)]) -> std::net::SocketAddr {
+pub(crate) fn tiny_server(bodies: &[(&'static str, &'static str)]) -> std::net::SocketAddr {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -281,6 +328,109 @@ async fn results_meet_their_output_schemas() {
     for (name, args) in calls {
         results.push((name, call(name, args).await));
     }
+    // the recipe tools, on the example recipe and a Lua one (#37)
+    let daily: Value = serde_json::from_str(&example("recipes/daily_note.json")).unwrap();
+    let countdown = example("recipes/countdown.lua");
+    let recipe_calls: Vec<(&'static str, Value)> = vec![
+        ("recipe_save", json!({"manifest": daily})),
+        (
+            "recipe_save",
+            json!({"manifest": {"name": "Countdown notes", "lua": countdown}}),
+        ),
+        ("recipe_list", json!({})),
+        ("recipe_get", json!({"name": "Daily note"})),
+        // a plan (a previewed step), a real run (its run id), a Lua recipe's plan (its
+        // previewed calls with their summaries), and a plan with a wait and a step whose
+        // arguments wait on a previewed one
+        ("recipe_run", json!({"name": "Daily note"})),
+        ("recipe_run", json!({"name": "Daily note", "confirm": true})),
+        (
+            "recipe_run",
+            json!({"name": "Countdown notes", "params": {"days": 3}}),
+        ),
+        (
+            "recipe_run",
+            json!({"manifest": {"name": "waits", "steps": [
+                {"tool": "write_file", "args": {"path": "d/w.txt", "content": "w", "overwrite": true}},
+                {"wait": 1},
+                {"tool": "write_file", "args": {"path": "d/w2.txt", "content": "${steps[0].result.path}"}}
+            ]}}),
+        ),
+    ];
+    for (name, args) in recipe_calls {
+        results.push((name, call(name, args).await));
+    }
+    let bundle = call("recipe_export", json!({"name": "Daily note"})).await;
+    results.push(("recipe_export", bundle.clone()));
+    for (name, args) in [
+        (
+            "recipe_import",
+            json!({"bundle": bundle, "check_only": true}),
+        ),
+        ("recipe_import", json!({"bundle": bundle, "replace": true})),
+        ("recipe_delete", json!({"name": "Countdown notes"})),
+    ] {
+        results.push((name, call(name, args).await));
+    }
+    // the custom tool tools, and the example custom tools: a JSON workflow (its result typed by
+    // its last step's tool) and a Lua one typed by its `---@return`
+    let copy: Value = serde_json::from_str(&example("tools/user_copy_note.json")).unwrap();
+    let calc: Value = serde_json::from_str(&example("tools/user_calculate.json")).unwrap();
+    let squares = example("tools/user_sum_squares.lua");
+    for (name, args) in [
+        ("custom_tool_create", copy),
+        ("custom_tool_create", calc),
+        (
+            "custom_tool_create",
+            json!({"name": "user_sum_squares", "description": "Sum squares", "lua": squares}),
+        ),
+        ("custom_tool_list", json!({})),
+        (
+            "user_copy_note",
+            json!({"from": "d/x.txt", "to": "d/copy.txt"}),
+        ),
+        ("user_sum_squares", json!({"n": 4, "skip": 2})),
+        ("custom_tool_delete", json!({"name": "user_calculate"})),
+    ] {
+        results.push((name, call(name, args).await));
+    }
+    // the skill tools, and an example skill's script tool (typed by its `---@return`)
+    for (name, args) in [
+        ("skill_install", example_skill("word-stats")),
+        ("skill_install", example_skill("team-standup")),
+        ("skill_install", example_skill("team-standup")),
+        ("skill_list", json!({})),
+        ("skill_get", json!({"name": "team-standup"})),
+        ("skill_get", json!({"name": "no-such-skill"})),
+        (
+            "skill_config",
+            json!({"name": "team-standup", "values": {"team": "Core", "webhook_token": "t0ken"}}),
+        ),
+        (
+            "skill_enable",
+            json!({"name": "team-standup", "enabled": false}),
+        ),
+        (
+            "skill_enable",
+            json!({"name": "team-standup", "enabled": true}),
+        ),
+        (
+            "skill_call",
+            json!({"skill": "word-stats", "script": "count_words", "params": {"text": "a cat, a hat, a cat"}}),
+        ),
+        (
+            "skill_call",
+            json!({"skill": "team-standup", "script": "write_standup", "params": {"yesterday": "a", "today": "b"}}),
+        ),
+        (
+            "skill__word_stats__count_words",
+            json!({"text": "the cat and the hat and the bat", "limit": 2}),
+        ),
+        ("skill_remove", json!({"name": "team-standup"})),
+        ("skill_remove", json!({"name": "team-standup"})),
+    ] {
+        results.push((name, call(name, args).await));
+    }
     // the workspace tools, after the import above gave the workspace an asset
     for (name, args) in [
         ("workspace_list", json!({})),
@@ -329,6 +479,72 @@ async fn results_meet_their_output_schemas() {
         "every tool with an output schema is exercised here"
     );
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// A Lua custom tool's `---@return` types its result in its output schema (and in `lmcp
+/// types`); a type with no portable schema is refused naming its line; and a confirmed run
+/// whose result breaks its declared type fails rather than sending what clients would reject.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_return_types_a_custom_tool() {
+    let t = TestHost::new();
+    let create = |lua: &str| {
+        let host = std::sync::Arc::clone(&t.host);
+        let args =
+            json!({"name": "user_typed", "description": "Typed", "lua": lua, "replace": true});
+        async move {
+            host.call(CallRequest::new(
+                "custom_tool_create",
+                args,
+                common::confirmed(Origin::Cli),
+            ))
+            .await
+            .into_result()
+        }
+    };
+    let e = create("---@param n integer\n---@return {total: number|nil}\nreturn {}")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("user_typed.lua:2") && e.contains("@return: a union"),
+        "{e}"
+    );
+    create("---@param n integer\n---@return {total: number, names?: string[], tags: string[]}\nif params.n > 0 then return {total = params.n, tags = {}} end\nreturn {total = 'none', tags = {}}")
+        .await
+        .unwrap();
+    let spec = t.host.registry().get("user_typed").unwrap().spec().clone();
+    let result = &spec.output_schema.as_ref().unwrap()["properties"]["result"];
+    assert_eq!(result["properties"]["total"]["type"], "number");
+    assert_eq!(result["required"], json!(["total", "tags"]));
+    let defs = lmcp::script::types::lua_definitions(&t.host.registry().all());
+    assert!(
+        defs.contains("---@field result user_typed_result.result")
+            && defs.contains("---@class user_typed_result.result\n---@field total number\n---@field names? string[]\n---@field tags string[]\n"),
+        "{defs}"
+    );
+    let run = |n: i64| {
+        let host = std::sync::Arc::clone(&t.host);
+        async move {
+            host.call(CallRequest::new(
+                "user_typed",
+                json!({"n": n}),
+                common::confirmed(Origin::Cli),
+            ))
+            .await
+            .into_result()
+        }
+    };
+    // an empty table where a list is declared is that list
+    assert_eq!(
+        run(2).await.unwrap()["result"],
+        json!({"total": 2, "tags": []})
+    );
+    let e = run(0).await.unwrap_err().to_string();
+    assert!(
+        e.contains("does not match the type its `---@return` line declares")
+            && e.contains("/total"),
+        "{e}"
+    );
 }
 
 /// Front doors reach tools only through the gate: nothing under `src/front/` names a tool

@@ -2,7 +2,8 @@
 //! `emmylua_check` 0.25.1 (`cargo install emmylua_check --version 0.25.1 --locked`), accepts
 //! the shipped Lua — examples, the bundled modules and their tests — with the definitions and
 //! config `lmcp types -o DIR --config` writes: 0 errors and 0 warnings. And it still catches
-//! mistakes: an unknown tool, argument or result field, a wrong argument type.
+//! mistakes: an unknown tool, argument or result field (a nested one too), an argument the tool
+//! does not take, a wrong argument type.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -101,6 +102,19 @@ fn emmylua_check_still_catches_mistakes() {
             "a wrong argument type",
         ),
         ("return tools.calculate{}", "a missing required argument"),
+        // an argument the tool does not take, added to an arguments table (exact classes,
+        // #37). EmmyLua 0.25.1 does not check the keys of a table constructor against a class,
+        // exact or not (nor does LuaLS: its issues 2288 and 3040), so `tools.calculate{...,
+        // precision = 2}` passes the checker; the gate refuses it (`additionalProperties:
+        // false`) before the tool runs.
+        (
+            "local args = {expression = '1'} ---@type calculate_args\nargs.precision = 2\nreturn tools.calculate(args)",
+            "an argument the tool does not take",
+        ),
+        (
+            "local r = tools.recipe_list{}\nreturn r.recipes[1].nope",
+            "an unknown field of a nested result class",
+        ),
         (
             "local r = tools.calculate{expression = '1'}\nreturn r.nope",
             "an unknown result field",

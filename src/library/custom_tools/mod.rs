@@ -125,6 +125,18 @@ pub fn check_name(name: &str) -> std::result::Result<(), &'static str> {
     Ok(())
 }
 
+/// A custom tool's output schema: a JSON workflow's `{result?, steps, run?}` with `result` of
+/// its last step's tool's output schema, or a Lua body's `{result, output, previews, run?}`
+/// with `result` of its `---@return` type (any value when it declares none).
+pub fn output_schema(program: &Program) -> serde_json::Value {
+    match program.body {
+        crate::program::Body::Steps(_) => {
+            crate::program::output::steps_run(program.returns.as_ref())
+        }
+        crate::program::Body::Lua(_) => crate::program::output::lua_run(program.returns.as_ref()),
+    }
+}
+
 /// Checks a definition against the tools registered now.
 pub fn compile(registry: &Registry, definition: Definition) -> Result<Compiled> {
     let name = definition.name.clone();
@@ -202,7 +214,8 @@ pub fn compile(registry: &Registry, definition: Definition) -> Result<Compiled> 
     .effect(effect, annotations)
     .kind(Kind::Workflow)
     .capabilities(program.capabilities.clone())
-    .connects(program.connect.clone());
+    .connects(program.connect.clone())
+    .output(output_schema(&program));
     Ok(Compiled {
         definition,
         program,

@@ -15,7 +15,7 @@ use crate::host::Host;
 use crate::library::index::{Entry, load_store};
 use crate::library::saving::Saving;
 use crate::library::{file_name_of, file_stamp, file_stem_of};
-use crate::registry::{Capabilities, Kind, ToolSpec};
+use crate::registry::{Kind, ToolSpec};
 use crate::store::{self, FileLock};
 
 /// Where custom tools are stored.
@@ -193,20 +193,26 @@ pub fn list(host: &Host) -> Vec<Value> {
             continue;
         }
         let def: Option<Definition> = store::read_json(&file(host, &s.name)).ok().flatten();
-        out.insert(
-            s.name.clone(),
-            json!({
-                "name": s.name,
-                "description": s.description,
-                "body": if def.as_ref().is_some_and(|d| d.lua.is_some()) { "lua" } else { "steps" },
-                "effect": s.effect,
-                "destructive": s.annotations.destructive_hint,
-                "may_call": s.capabilities.as_ref().map(Capabilities::describe),
-                "input_schema": s.input_schema,
-                "created": def.as_ref().and_then(|d| d.created.clone()),
-                "updated": def.as_ref().and_then(|d| d.updated.clone()),
-            }),
-        );
+        let mut row = json!({
+            "name": s.name,
+            "description": s.description,
+            "body": if def.as_ref().is_some_and(|d| d.lua.is_some()) { "lua" } else { "steps" },
+            "effect": s.effect,
+            "destructive": s.annotations.destructive_hint,
+            "input_schema": s.input_schema,
+        });
+        // what is not known is left out, not null (the tool's declared shape)
+        if let Some(c) = &s.capabilities {
+            row["may_call"] = json!(c.describe());
+        }
+        if let Some(d) = &def {
+            for (key, at) in [("created", &d.created), ("updated", &d.updated)] {
+                if let Some(at) = at {
+                    row[key] = json!(at);
+                }
+            }
+        }
+        out.insert(s.name.clone(), row);
     }
     out.into_values().collect()
 }

@@ -83,11 +83,22 @@ async fn run(inv: &crate::registry::Invocation, c: &Compiled) -> Result<Value> {
     };
     let mut out = match c.program.body {
         Body::Lua(_) => {
-            json!({"result": report.result, "output": report.output, "previews": report.previews})
+            let result = program::output::checked_result(
+                &c.spec.name,
+                c.program.returns.as_ref(),
+                report.result,
+                report.confirmed,
+            )?;
+            json!({"result": result, "output": report.output, "previews": report.previews})
         }
         Body::Steps(_) => {
             let records: Vec<Value> = report.records.iter().map(StepRecord::summary).collect();
-            json!({"result": report.result, "steps": records})
+            let mut out = json!({"steps": records});
+            // a last step that previewed has no result: left out, as the output schema says
+            if !report.result.is_null() {
+                out["result"] = report.result;
+            }
+            out
         }
     };
     if let Some(id) = run_id {
@@ -116,6 +127,11 @@ fn tool_journal(
         &c.program.fingerprint(),
     )?;
     Ok(Some(Arc::new(journal)))
+}
+
+/// A tool's effect, as results report it.
+fn effect_schema() -> Value {
+    json!({"type": "string", "enum": ["read", "write", "send"]})
 }
 
 /// Registers `custom_tool_create`, `custom_tool_list` and `custom_tool_delete`.
@@ -152,7 +168,8 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
          parameter is optional unless it says required: true (a recipe's is required unless it \
          has a default or says required: false) — then either JSON steps [{id \
          (unique), tool (an existing leaf tool), arguments}] or a Lua body (`lua`, a program with a \
-         ---@param header and ---@uses listing the tools it calls). In arguments, {\"$input\": \
+         ---@param header, ---@uses listing the tools it calls and, optionally, ---@return typing \
+         its result, like {total: number, names: string[]}). In arguments, {\"$input\": \
          \"name\"} substitutes an input and {\"$step\": \"earlier_id\", \"path\": \"result\"} reads an \
          earlier step's result (deeper: \"result.items[0].name\"); other JSON is literal. References \
          point backward; an optional input cannot fill an argument its tool requires. Steps cannot \
@@ -173,6 +190,18 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
     )
     .effect(Effect::Write, Annotations::changing(false, true, false))
     .kind(Kind::Authoring)
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "effect": effect_schema(),
+            "may_call": {"type": "string", "description": "The tools it may call"},
+            "may_reach": {"type": "array", "items": {"type": "string"}, "description": "The hosts its requests may reach"},
+            "input_schema": {"type": "object"},
+            "replaced": {"type": "boolean"}
+        },
+        "required": ["name", "effect", "may_call", "may_reach", "input_schema", "replaced"]
+    }))
     .summary(|a| format!("save the custom tool {}", a["name"].as_str().unwrap_or("?")));
     registry.register_builtin(
         create,
@@ -204,7 +233,28 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
          each may call, input schema, and when it was created and updated.",
         json!({"type": "object", "properties": {}, "additionalProperties": false}),
     )
-    .kind(Kind::Authoring);
+    .kind(Kind::Authoring)
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "tools": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "body": {"type": "string", "enum": ["steps", "lua"]},
+                    "effect": effect_schema(),
+                    "destructive": {"type": "boolean"},
+                    "may_call": {"type": "string", "description": "The tools it may call"},
+                    "input_schema": {"type": "object"},
+                    "created": {"type": "string", "description": "RFC 3339 (absent when its file cannot be read)"},
+                    "updated": {"type": "string", "description": "RFC 3339 (absent when its file cannot be read)"}
+                },
+                "required": ["name", "description", "body", "effect", "destructive", "input_schema"]
+            }}
+        },
+        "required": ["tools"]
+    }));
     registry.register_builtin(
         list_spec,
         handler(|inv| async move { Ok(json!({"tools": list(&inv.host())})) }),
@@ -223,6 +273,7 @@ pub fn register_tools(registry: &crate::registry::Registry) -> Result<()> {
     )
     .effect(Effect::Write, Annotations::changing(true, true, false))
     .kind(Kind::Authoring)
+    .output(json!({"type": "object", "properties": {"deleted": {"type": "string", "description": "The deleted tool's name"}}, "required": ["deleted"]}))
     .summary(|a| {
         format!(
             "delete the custom tool {}",

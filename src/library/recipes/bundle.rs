@@ -71,17 +71,18 @@ pub fn import(host: &Host, bundle: &Value, check_only: bool, replace: bool) -> R
     };
     for tool in &names {
         let t = host.registry().get(tool);
-        let (effect, availability) = match &t {
-            Some(t) => (
-                json!(t.spec().effect),
-                json!(t.spec().availability(&config, host.transport())),
-            ),
-            None => (
-                Value::Null,
-                json!({"status": "unavailable", "detail": "not installed"}),
-            ),
-        };
-        tools.push(json!({"tool": tool, "effect": effect, "availability": availability}));
+        // a tool not installed here has no effect to report: the field is left out
+        tools.push(match &t {
+            Some(t) => json!({
+                "tool": tool,
+                "effect": t.spec().effect,
+                "availability": t.spec().availability(&config, host.transport()),
+            }),
+            None => json!({
+                "tool": tool,
+                "availability": {"status": "unavailable", "detail": "not installed"},
+            }),
+        });
     }
     let mut report = json!({
         "name": checked.manifest.name,

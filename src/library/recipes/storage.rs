@@ -161,15 +161,21 @@ pub fn list(host: &Host) -> (Vec<Value>, Vec<String>) {
         match store::read_json::<Stored>(&path) {
             Ok(Some(s)) => match fits(&s, &path) {
                 Err(why) => problems.push(format!("{}: {why}; skipped", path.display())),
-                Ok(()) => out.push(json!({
-                    "name": s.manifest.name,
-                    "description": s.manifest.description,
-                    "body": if s.manifest.lua.is_some() { "lua" } else { "steps" },
-                    "step_count": s.manifest.steps.as_ref().map_or(0, Vec::len),
-                    "params": s.manifest.params,
-                    "created": s.created,
-                    "updated": s.updated,
-                })),
+                Ok(()) => {
+                    let mut row = json!({
+                        "name": s.manifest.name,
+                        "body": if s.manifest.lua.is_some() { "lua" } else { "steps" },
+                        "step_count": s.manifest.steps.as_ref().map_or(0, Vec::len),
+                        "params": s.manifest.params,
+                        "created": s.created,
+                        "updated": s.updated,
+                    });
+                    // absent, not null, when the manifest has none (its declared shape)
+                    if let Some(d) = &s.manifest.description {
+                        row["description"] = json!(d);
+                    }
+                    out.push(row);
+                }
             },
             Ok(None) => {}
             Err(e) => problems.push(format!("{e}; skipped")),

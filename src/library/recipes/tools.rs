@@ -185,6 +185,28 @@ fn name_arg(v: &Value) -> String {
     v["name"].as_str().unwrap_or_default().to_string()
 }
 
+/// A recipe manifest as saved and exported (see [`super::Manifest`]).
+fn manifest_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "schema_version": {"type": "integer"},
+            "params": {"type": "array", "items": program::output::declared_param()},
+            "steps": {"type": "array", "items": {"type": "object", "description": "A call {tool, args} or a pause {wait}"}},
+            "lua": {"type": "string", "description": "A Lua program, instead of steps"},
+            "outputs": {"type": "array", "items": {"type": "object"}, "description": "What it produces, for people: [{kind}]"}
+        },
+        "required": ["name"]
+    })
+}
+
+/// Whether a recipe is JSON steps or a Lua program.
+fn body_schema() -> Value {
+    json!({"type": "string", "enum": ["steps", "lua"]})
+}
+
 /// Registers the recipe tools.
 pub fn register_tools(registry: &Registry) -> Result<()> {
     let write = Annotations::changing(false, true, false);
@@ -218,6 +240,16 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     )
     .effect(Effect::Write, write)
     .kind(Kind::Authoring)
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "step_count": {"type": "integer", "description": "0 for a Lua recipe"},
+            "body": body_schema(),
+            "replaced": {"type": "boolean", "description": "Whether it replaced a recipe of the same name"}
+        },
+        "required": ["name", "step_count", "body", "replaced"]
+    }))
     .summary(|a| format!("save the recipe \"{}\"", a["manifest"]["name"].as_str().unwrap_or("?")));
     registry.register_builtin(save_spec, handler(|inv| async move {
         let manifest = parse_manifest(inv.args["manifest"].clone())?;
@@ -257,6 +289,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     .kind(Kind::Gateway)
     .without_preview()
     .resolves(resolve_run)
+    .output(program::output::run_report())
     .summary(|a| {
         let name = a["name"].as_str().or(a["manifest"]["name"].as_str()).unwrap_or("?");
         format!("run the recipe \"{name}\"{}", if a["confirm"] == json!(true) { " for real" } else { " as a plan" })
@@ -300,7 +333,27 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "List recipes",
         "List the saved recipes: name, description, body (steps or lua), step count, params, and when each was created and updated.",
         json!({"type": "object", "properties": {}, "additionalProperties": false}),
-    );
+    )
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "recipes": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "body": body_schema(),
+                    "step_count": {"type": "integer"},
+                    "params": {"type": "array", "items": program::output::declared_param()},
+                    "created": {"type": "string", "description": "RFC 3339"},
+                    "updated": {"type": "string", "description": "RFC 3339"}
+                },
+                "required": ["name", "body", "step_count", "params", "created", "updated"]
+            }},
+            "unreadable": {"type": "array", "items": {"type": "string"}, "description": "Recipe files that could not be read, and why (skipped)"}
+        },
+        "required": ["recipes", "unreadable"]
+    }));
     registry.register_builtin(
         list_spec,
         handler(|inv| async move {
@@ -317,7 +370,16 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "Show a recipe",
         "Return a saved recipe's manifest, with when it was created and updated.",
         name_schema.clone(),
-    );
+    )
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "manifest": manifest_schema(),
+            "created": {"type": "string", "description": "RFC 3339"},
+            "updated": {"type": "string", "description": "RFC 3339"}
+        },
+        "required": ["manifest", "created", "updated"]
+    }));
     registry.register_builtin(
         get_spec,
         handler(|inv| async move {
@@ -331,7 +393,19 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         "Export a recipe",
         "Return a saved recipe as a portable, versioned bundle with a content hash, for recipe_import on another machine.",
         name_schema.clone(),
-    );
+    )
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "format": {"type": "string", "enum": [super::BUNDLE_FORMAT]},
+            "version": {"type": "integer"},
+            "lmcp_version": {"type": "string"},
+            "exported_at": {"type": "string", "description": "RFC 3339"},
+            "sha256": {"type": "string", "description": "The hash of the recipe's JSON: recipe_import checks it"},
+            "recipe": manifest_schema()
+        },
+        "required": ["format", "version", "lmcp_version", "exported_at", "sha256", "recipe"]
+    }));
     registry.register_builtin(
         export_spec,
         handler(|inv| async move { export(&inv.host(), &name_arg(&inv.args)) }),
@@ -356,6 +430,26 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     )
     .effect(Effect::Write, write)
     .kind(Kind::Authoring)
+    .output(json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "step_count": {"type": "integer"},
+            "body": body_schema(),
+            "tools": {"type": "array", "description": "Every tool it may call, with its effect and availability here", "items": {
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string"},
+                    "effect": {"type": "string", "enum": ["read", "write", "send"], "description": "Absent when the tool is not installed here"},
+                    "availability": crate::registry::Availability::schema()
+                },
+                "required": ["tool", "availability"]
+            }},
+            "saved": {"type": "boolean", "description": "False with check_only: true"},
+            "note": {"type": "string"}
+        },
+        "required": ["name", "step_count", "body", "tools", "saved"]
+    }))
     .summary(|a| {
         format!(
             "import the recipe \"{}\"",
@@ -379,6 +473,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     )
     .effect(Effect::Write, Annotations::changing(true, true, false))
     .kind(Kind::Authoring)
+    .output(json!({"type": "object", "properties": {"deleted": {"type": "string", "description": "The deleted recipe's name"}}, "required": ["deleted"]}))
     .summary(|a| {
         format!(
             "delete the recipe \"{}\"",

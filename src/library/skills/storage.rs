@@ -287,11 +287,14 @@ pub fn get(host: &Host, name: &str) -> Result<Value> {
             let mut row = json!({
                 "name": s.name,
                 "tool": tool_name(name, &s.name),
-                "description": (!s.program.description.is_empty()).then_some(&s.program.description),
                 "params": s.program.header().params_schema(),
                 "timeout_secs": s.program.timeout.unwrap_or(DEFAULT_TIMEOUT).as_secs_f64(),
                 "may_call": s.program.capabilities.describe(),
             });
+            // absent, not null, without a ---@description (skill_get's declared shape)
+            if !s.program.description.is_empty() {
+                row["description"] = json!(s.program.description);
+            }
             if !s.program.connect.is_empty() {
                 row["may_reach"] = json!(s.program.connect);
             }

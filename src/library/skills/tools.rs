@@ -129,7 +129,8 @@ pub(super) fn register_scripts(host: &Host, package: &Package) -> Result<Vec<Too
         .effect(effect, annotations)
         .kind(Kind::Workflow)
         .capabilities(caps)
-        .connects(s.program.connect.clone());
+        .connects(s.program.connect.clone())
+        .output(crate::program::output::lua_run(s.program.returns.as_ref()));
         host.registry()
             .register_or_replace(spec.clone(), script_handler(&package.md.name, &s.name))?;
         registered.push(spec);
@@ -150,6 +151,8 @@ pub(super) fn script_handler(skill: &str, script: &str) -> Handler {
             let same = listed.is_some_and(|t| {
                 t.spec().capabilities.as_ref() == Some(&program.capabilities)
                     && t.spec().input_schema == program.header().params_schema()
+                    && t.spec().output_schema
+                        == Some(crate::program::output::lua_run(program.returns.as_ref()))
             });
             if !same {
                 // changed on disk since it was registered (same stamps, or before a sync):
@@ -203,8 +206,14 @@ pub async fn call(
     let report = program::run(&host.caller(), &ctx, &program, params, RunMode::AsCalled)
         .await
         .map_err(|e| redact_error(e, &secrets))?;
-    let out =
-        json!({"result": report.result, "output": report.output, "previews": report.previews});
+    let result = crate::program::output::checked_result(
+        &tool_name(skill, script),
+        program.returns.as_ref(),
+        report.result,
+        report.confirmed,
+    )
+    .map_err(|e| redact_error(e, &secrets))?;
+    let out = json!({"result": result, "output": report.output, "previews": report.previews});
     Ok(redact_json(&out, &secrets))
 }
 
@@ -231,6 +240,108 @@ pub(super) fn files_arg(v: &Value, key: &str, value_key: &str) -> Result<Vec<(St
     Ok(out)
 }
 
+/// A skill's summary, as `skill_list` lists it (see `storage::summary`).
+fn summary_properties() -> serde_json::Map<String, Value> {
+    let v = json!({
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "toolNames": {"type": "array", "items": {"type": "string"}, "description": "Its scripts that are tools (skill__SKILL__SCRIPT)"},
+        "referenceNames": {"type": "array", "items": {"type": "string"}},
+        "hasConfig": {"type": "boolean"},
+        "enabled": {"type": "boolean"},
+        "installtime": {"type": "integer", "description": "When it was installed (Unix milliseconds)"},
+        "updatetime": {"type": "integer", "description": "When it was last updated (Unix milliseconds)"}
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+const SUMMARY_REQUIRED: [&str; 8] = [
+    "name",
+    "description",
+    "toolNames",
+    "referenceNames",
+    "hasConfig",
+    "enabled",
+    "installtime",
+    "updatetime",
+];
+
+fn summary_schema() -> Value {
+    json!({"type": "object", "properties": summary_properties(), "required": SUMMARY_REQUIRED})
+}
+
+/// What a skill's script may call and reach, or whose module it is.
+fn script_calls() -> serde_json::Map<String, Value> {
+    let v = json!({
+        "may_call": {"type": "string", "description": "The tools it may call (a script)"},
+        "may_reach": {"type": "array", "items": {"type": "string"}, "description": "The hosts its requests may reach (absent when none)"},
+        "module_of": {"type": "array", "items": {"type": "string"}, "description": "The scripts that require it (a module, not a tool)"}
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// A skill's record, as `skill_get` returns it (see `storage::get`).
+fn record_schema() -> Value {
+    let mut script = script_calls();
+    for (k, v) in json!({
+        "name": {"type": "string"},
+        "tool": {"type": "string", "description": "The tool it is (a script, not a module)"},
+        "description": {"type": "string", "description": "Its ---@description (absent when it has none)"},
+        "params": {"type": "object", "description": "Its parameters, as a JSON Schema"},
+        "timeout_secs": {"type": "number"}
+    })
+    .as_object()
+    .into_iter()
+    .flatten()
+    {
+        script.insert(k.clone(), v.clone());
+    }
+    let mut props = summary_properties();
+    for (k, v) in json!({
+        "scripts": {"type": "array", "items": {"type": "object", "properties": script, "required": ["name"]}},
+        "prompt": {"type": "string", "description": "SKILL.md's body"},
+        "config": {"type": "object", "description": "Its config fields, by key", "additionalProperties": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "type": {"type": "string", "enum": ["text", "number", "select", "switch"]},
+                "secret": {"type": "boolean"},
+                "required": {"type": "boolean"},
+                "default": {"description": "The value when none is set"},
+                "values": {"type": "array", "description": "A select field's choices"}
+            },
+            "required": ["title", "type", "secret", "required"]
+        }},
+        "values": {"type": "object", "description": "The values set (or defaults), by key; a secret one is {secret: true, set} and never its value", "additionalProperties": {}},
+        "version": {"type": "string"}
+    })
+    .as_object()
+    .into_iter()
+    .flatten()
+    {
+        props.insert(k.clone(), v.clone());
+    }
+    let mut required: Vec<&str> = SUMMARY_REQUIRED.to_vec();
+    required.extend(["scripts", "prompt", "config", "values"]);
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+/// What `skill_install` returns: the skill's summary, whether it replaced one, and what each
+/// of its scripts may call.
+fn install_schema() -> Value {
+    let mut props = summary_properties();
+    props.insert("updated".into(), json!({"type": "boolean", "description": "Whether it replaced an installed skill of the same name"}));
+    let mut calls = script_calls();
+    calls.insert("script".into(), json!({"type": "string"}));
+    props.insert(
+        "scripts_call".into(),
+        json!({"type": "array", "items": {"type": "object", "properties": calls, "required": ["script"]}}),
+    );
+    let mut required: Vec<&str> = SUMMARY_REQUIRED.to_vec();
+    required.extend(["updated", "scripts_call"]);
+    json!({"type": "object", "properties": props, "required": required})
+}
+
 /// Registers the skill tools.
 pub fn register_tools(registry: &Registry) -> Result<()> {
     let write = Annotations::changing(false, true, false);
@@ -238,21 +349,28 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     let files = |value: &str| json!({"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, value: {"type": "string"}}, "required": ["name", value], "additionalProperties": false}});
 
     registry.register_builtin(
-        ToolSpec::new("skill_list", "List skills", "List the installed skills: name, description, toolNames, referenceNames, hasConfig, enabled, installtime, updatetime.", json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        ToolSpec::new("skill_list", "List skills", "List the installed skills: name, description, toolNames, referenceNames, hasConfig, enabled, installtime, updatetime.", json!({"type": "object", "properties": {}, "additionalProperties": false}))
+            .output(json!({"type": "object", "properties": {"skills": {"type": "array", "items": summary_schema()}}, "required": ["skills"]})),
         handler(|inv| async move { Ok(json!({"skills": list(&inv.host())})) }),
     )?;
     registry.register_builtin(
-        ToolSpec::new("skill_get", "Show a skill", "A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the values set (secrets never shown), or null when there is no such skill.", name_only.clone()),
-        handler(|inv| async move { Ok(json!({"skill": get(&inv.host(), inv.args["name"].as_str().unwrap_or(""))?})) }),
+        ToolSpec::new("skill_get", "Show a skill", "A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the values set (secrets never shown); `skill` is absent when there is no such skill.", name_only.clone())
+            .output(json!({"type": "object", "properties": {"skill": record_schema()}})),
+        handler(|inv| async move {
+            // no such skill: `skill` is left out (nil to a script), as its output schema says
+            let record = get(&inv.host(), inv.args["name"].as_str().unwrap_or(""))?;
+            Ok(if record.is_null() { json!({}) } else { json!({"skill": record}) })
+        }),
     )?;
     let install_spec = ToolSpec::new(
         "skill_install",
         "Install a skill",
-        "Install a skill package (an Agent Skills folder's content): skill_md (SKILL.md with YAML front matter: name, description, optional license, compatibility, allowed-tools, metadata, version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt; allowed-tools names another host's tools and grants nothing here), scripts [{name, code}] (Lua only, named NAME.lua or NAME: search.lua installs as search; a ---@param header; ---@uses lists the tools a script calls; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}] (text only read, never run: every other file of the folder, by its path, like reference.md or scripts/helper.py; at most 100, 1 MiB each, 8 MiB in all). A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
+        "Install a skill package (an Agent Skills folder's content): skill_md (SKILL.md with YAML front matter: name, description, optional license, compatibility, allowed-tools, metadata, version and config fields {title, type: text|number|select|switch, secret, required, default, values}; the body is the prompt; allowed-tools names another host's tools and grants nothing here), scripts [{name, code}] (Lua only, named NAME.lua or NAME: search.lua installs as search; a ---@param header; ---@uses lists the tools a script calls; ---@return may type its result, like {total: number, names: string[]}; a script another one require()s by name is a module, not a tool, and takes no ---@param) and references [{name, content}] (text only read, never run: every other file of the folder, by its path, like reference.md or scripts/helper.py; at most 100, 1 MiB each, 8 MiB in all). A skill of the same name is updated (installtime kept); an invalid package changes nothing.",
         json!({"type": "object", "properties": {"skill_md": {"type": "string", "minLength": 1}, "scripts": files("code"), "references": files("content")}, "required": ["skill_md"], "additionalProperties": false}),
     )
     .effect(Effect::Write, write)
     .kind(Kind::Authoring)
+    .output(install_schema())
     .summary(install_summary);
     registry.register_builtin(
         install_spec,
@@ -289,6 +407,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     let remove_spec = ToolSpec::new("skill_remove", "Remove a skill", "Remove an installed skill, its config values and its script tools. Returns whether it was installed.", name_only.clone())
         .effect(Effect::Write, Annotations::changing(true, true, false))
         .kind(Kind::Authoring)
+        .output(json!({"type": "object", "properties": {"removed": {"type": "boolean", "description": "Whether it was installed"}}, "required": ["removed"]}))
         .summary(|a| format!("remove the skill {}", a["name"].as_str().unwrap_or("?")));
     registry.register_builtin(
         remove_spec,
@@ -305,7 +424,8 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     .effect(Effect::Write, Annotations::changing(false, false, true))
     .kind(Kind::Gateway)
     .without_preview()
-    .resolves(resolve_call);
+    .resolves(resolve_call)
+    .output(crate::program::output::lua_run(None));
     registry.register_builtin(
         call_spec,
         handler(|inv| async move {
@@ -330,6 +450,7 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
     .effect(Effect::Write, write)
     .kind(Kind::Authoring)
     .secret_args()
+    .output(json!({"type": "object", "properties": {"set": {"type": "array", "items": {"type": "string"}, "description": "The keys set or removed (never their values)"}}, "required": ["set"]}))
     .summary(|a| format!("set config of the skill {} (values hidden)", a["name"].as_str().unwrap_or("?")));
     registry.register_builtin(
         config_spec,
@@ -350,7 +471,8 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
         json!({"type": "object", "properties": {"name": {"type": "string"}, "enabled": {"type": "boolean"}}, "required": ["name", "enabled"], "additionalProperties": false}),
     )
     .effect(Effect::Write, write)
-    .kind(Kind::Authoring);
+    .kind(Kind::Authoring)
+    .output(json!({"type": "object", "properties": {"name": {"type": "string"}, "enabled": {"type": "boolean"}}, "required": ["name", "enabled"]}));
     registry.register_builtin(
         enable_spec,
         handler(|inv| async move {

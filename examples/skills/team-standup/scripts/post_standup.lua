@@ -2,6 +2,7 @@
 ---@param date? string The note's date (YYYY-MM-DD; today when not given)
 ---@uses get_datetime, read_file, http_request
 ---@connect hooks.example.org
+---@return {posted: boolean, status?: integer} status is absent in a dry run (nothing was sent)
 
 -- The host is fixed here, and the gate holds the script to it: a path that tried to lead
 -- elsewhere ("@other.org/x", ".other.org/x") names another host, which ---@connect refuses.

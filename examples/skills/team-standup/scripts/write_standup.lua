@@ -3,6 +3,7 @@
 ---@param today string What will be done today
 ---@param blockers? string What is in the way
 ---@uses get_datetime, write_file
+---@return {path: string, written: boolean, can_post: boolean}
 
 local now = tools.get_datetime{}
 local lines = {

@@ -4,6 +4,7 @@
 ---@param limit? integer=10 How many words to return
 ---@uses read_file
 ---@timeout 20
+---@return {total_words: integer, distinct: integer, top: {word: string, count: integer}[]}
 
 local words = require("words")
 
