@@ -721,6 +721,12 @@ function tools.skill_enable(args) end
 ---@field config table<string, skill_get_result.skill.config> Its config fields, by key
 ---@field values table The values set (or defaults), by key; a secret one is {secret: true, set} and never its value
 ---@field version? string
+---@field license? string SKILL.md's license field, as written
+---@field compatibility? string SKILL.md's compatibility field, as written
+---@field allowed_tools? string[] SKILL.md's allowed-tools: another host's tools, which grant nothing here
+---@field allowed_tools_note? string What allowed-tools means here (nothing is granted)
+---@field metadata? table<string, string> SKILL.md's metadata, as written
+---@field references_note? string That references are only read, never run
 ---A skill's record: its summary plus the prompt (SKILL.md's body), the config schema and the
 ---values set (secrets never shown); `skill` is absent when there is no such skill.
 ---effect: read

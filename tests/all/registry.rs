@@ -159,6 +159,22 @@ fn undeclared(result: &Value, schema: &Value, at: &str, out: &mut Vec<String>) {
     }
 }
 
+/// The `skill_install` arguments of the Agent Skills fixture (`tests/fixtures/agent-skills`):
+/// its Lua script, and its other files as references.
+fn agent_skill() -> Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agent-skills/text-tally");
+    let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap();
+    json!({
+        "skill_md": read("SKILL.md"),
+        "scripts": [{"name": "tally.lua", "code": read("scripts/tally.lua")}],
+        "references": [
+            {"name": "reference.md", "content": read("reference.md")},
+            {"name": "scripts/helper.py", "content": read("scripts/helper.py")},
+        ],
+    })
+}
+
 /// The `skill_install` arguments of an example skill (`examples/skills/NAME`), as a person
 /// would give them: SKILL.md, its scripts and its references.
 pub(crate) fn example_skill(name: &str) -> Value {
@@ -402,6 +418,13 @@ async fn results_meet_their_output_schemas() {
         ("skill_list", json!({})),
         ("skill_get", json!({"name": "team-standup"})),
         ("skill_get", json!({"name": "no-such-skill"})),
+        // an Agent Skills folder's fields (license, allowed-tools, metadata) in the record
+        ("skill_install", agent_skill()),
+        ("skill_get", json!({"name": "text-tally"})),
+        (
+            "skill__text_tally__tally",
+            json!({"text": "one two two\nthree"}),
+        ),
         (
             "skill_config",
             json!({"name": "team-standup", "values": {"team": "Core", "webhook_token": "t0ken"}}),

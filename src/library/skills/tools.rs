@@ -313,7 +313,13 @@ fn record_schema() -> Value {
             "required": ["title", "type", "secret", "required"]
         }},
         "values": {"type": "object", "description": "The values set (or defaults), by key; a secret one is {secret: true, set} and never its value", "additionalProperties": {}},
-        "version": {"type": "string"}
+        "version": {"type": "string"},
+        "license": {"type": "string", "description": "SKILL.md's license field, as written"},
+        "compatibility": {"type": "string", "description": "SKILL.md's compatibility field, as written"},
+        "allowed_tools": {"type": "array", "items": {"type": "string"}, "description": "SKILL.md's allowed-tools: another host's tools, which grant nothing here"},
+        "allowed_tools_note": {"type": "string", "description": "What allowed-tools means here (nothing is granted)"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}, "description": "SKILL.md's metadata, as written"},
+        "references_note": {"type": "string", "description": "That references are only read, never run"}
     })
     .as_object()
     .into_iter()
