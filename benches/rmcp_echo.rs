@@ -4,6 +4,11 @@
 //! Built by `cargo bench --no-run --bench rmcp_echo`; serves MCP on stdin/stdout when run with
 //! `--serve` (a plain `cargo bench` run only says so and ends).
 //!
+//! With `--http ADDR` it serves the same `echo` over Streamable HTTP instead: rmcp's
+//! `StreamableHttpService` with its own session manager on hyper's HTTP/1.1, one task per
+//! connection, no token, no gate, no history — the floor `benches/http_sessions.rs` measures
+//! `lmcp serve --http` against. It says `serving on http://ADDR/mcp` on stderr once listening.
+//!
 //! With `--relay PROGRAM [ARGS]...` it is instead the least any proxy can be: it starts PROGRAM
 //! and copies bytes between its own stdin/stdout and the child's, one thread each way, doing
 //! nothing else. `benches/proxy_roundtrip.py` measures it as the floor of an extra hop. With
@@ -164,8 +169,52 @@ fn relay(program: &str, args: &[String]) {
     let _ = child.wait();
 }
 
+/// Serves [`Echo`] over Streamable HTTP on `addr`, as `lmcp serve --http` serves (a
+/// multi-threaded runtime, hyper HTTP/1.1, no delay on sockets), with nothing in front.
+fn http(addr: &str) {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr).await.expect("listen");
+        let local = listener.local_addr().expect("an address");
+        let service = StreamableHttpService::new(
+            || Ok(Echo),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default().disable_allowed_hosts(),
+        );
+        eprintln!("serving on http://{local}/mcp");
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let service = service.clone();
+            tokio::spawn(async move {
+                let handle = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let mut service = service.clone();
+                        async move { tower_service::Service::call(&mut service, req).await }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), handle)
+                    .await;
+            });
+        }
+    });
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--http") {
+        http(&args[at + 1]);
+        return;
+    }
     if let Some(at) = args.iter().position(|a| a == "--relay") {
         relay(&args[at + 1], &args[at + 2..]);
         return;
