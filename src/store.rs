@@ -390,6 +390,54 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     atomic_write(path, &text)
 }
 
+/// The bytes of the plain file at `path`, at most `max` of them: a link, a FIFO, a device or
+/// a folder there is an error naming it, and so is a file over `max` (checked on the opened
+/// file). lmcp's own stores are written by lmcp only; this is how they are read back when
+/// something else may have been put in their place, so a planted FIFO cannot hang a reader
+/// and a planted link cannot lead one outside.
+pub fn read_plain(path: &Path, max: usize) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // a FIFO opens at once instead of waiting for a writer; a link is not followed
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    }
+    let file = options.open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Refused(format!(
+            "{} is not a plain file",
+            path.display()
+        )));
+    }
+    if meta.len() > max as u64 {
+        return Err(Error::Limit {
+            what: format!("{} is {} bytes", path.display(), meta.len()),
+            limit: format!("{max} bytes"),
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() > max {
+        return Err(Error::Limit {
+            what: format!("{} grew past {max} bytes as it was read", path.display()),
+            limit: format!("{max} bytes"),
+        });
+    }
+    Ok(bytes)
+}
+
+/// [`read_plain`], as UTF-8 text (an error names the file otherwise).
+pub fn read_plain_text(path: &Path, max: usize) -> Result<String> {
+    String::from_utf8(read_plain(path, max)?)
+        .map_err(|_| Error::Refused(format!("{} is not UTF-8 text", path.display())))
+}
+
 /// Reads a JSON file. `Ok(None)` when it does not exist; [`Error::Corrupt`] (with the path, line
 /// and column) when it does not parse; [`Error::Io`] when it cannot be read.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
@@ -398,7 +446,20 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, e)),
     };
-    serde_json::from_slice(&bytes)
+    parse_json(path, &bytes)
+}
+
+/// [`read_json`] of a file in one of lmcp's own stores, read with [`read_plain`]: a link or a
+/// FIFO put in its place is an error, not followed or waited on.
+pub fn read_plain_json<T: DeserializeOwned>(path: &Path, max: usize) -> Result<Option<T>> {
+    if fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(None);
+    }
+    parse_json(path, &read_plain(path, max)?)
+}
+
+fn parse_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<Option<T>> {
+    serde_json::from_slice(bytes)
         .map(Some)
         .map_err(|e| Error::Corrupt {
             path: path.to_path_buf(),

@@ -53,21 +53,28 @@ pub fn page(
     host: &Host,
     cursor: Option<&str>,
 ) -> Result<(Vec<Resource>, Option<String>), McpError> {
+    let all = list(host);
     let start = match cursor {
         None => 0,
-        Some(c) => c.parse::<usize>().map_err(|_| {
-            McpError::invalid_params(
-                format!(
-                    "the cursor `{}` is not one this server gave: list again without a cursor",
-                    crate::text::escape_controls(&truncated(c))
-                ),
-                None,
-            )
-        })?,
+        // the cursors given are `page-N`, N a whole number of pages into a list that long
+        Some(c) => c
+            .strip_prefix("page-")
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n > 0 && n % PAGE == 0 && *n < all.len())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!(
+                        "the cursor `{}` is not one this server gave (or the list has changed \
+                         since): list again without a cursor",
+                        crate::text::escape_controls(&truncated(c))
+                    ),
+                    None,
+                )
+            })?,
     };
-    let all = list(host);
     let end = all.len().min(start.saturating_add(PAGE));
-    let next = (end < all.len()).then(|| end.to_string());
+    let next = (end < all.len()).then(|| format!("page-{end}"));
     Ok((all.into_iter().skip(start).take(PAGE).collect(), next))
 }
 
@@ -227,7 +234,30 @@ fn truncated(uri: &str) -> String {
 #[derive(Debug)]
 pub struct Catalog {
     changes: tokio::sync::watch::Sender<u64>,
-    seen: std::sync::Mutex<Option<u64>>,
+    /// The skills' folder stamps and the digest of what clients saw at the last look.
+    seen: std::sync::Mutex<Option<(Vec<Stamp>, u64)>>,
+}
+
+/// One skill's name and the stamps of its folder and the files that say what it is.
+type Stamp = (String, Vec<Option<crate::host::FileStamp>>);
+
+/// Every installed skill's [`Stamp`]: an install replaces the folder, enabling rewrites
+/// `meta.json`, so either shows here (links are not followed).
+fn folder_stamps(host: &Host) -> Vec<Stamp> {
+    crate::library::skills::installed(host)
+        .into_iter()
+        .map(|(name, dir)| {
+            let stamps = ["", "SKILL.md", "meta.json", "scripts", "references"]
+                .iter()
+                .map(|f| {
+                    std::fs::symlink_metadata(dir.join(f))
+                        .ok()
+                        .map(|m| crate::host::file_stamp_of(&m))
+                })
+                .collect();
+            (name, stamps)
+        })
+        .collect()
 }
 
 impl Catalog {
@@ -245,15 +275,18 @@ impl Catalog {
     /// subscriber hears of it. The first look only notes what there is.
     pub fn look(&self, host: &Host) {
         use std::hash::{Hash, Hasher};
+        // the skills' folders first (a few stats each): only when they changed are the skills
+        // read and checked again
+        let stamps = folder_stamps(host);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.as_ref().is_some_and(|(s, _)| *s == stamps) {
+            return;
+        }
         let mut h = std::collections::hash_map::DefaultHasher::new();
         crate::library::skills::shown(host).hash(&mut h);
         let digest = h.finish();
-        let before = self
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(digest);
-        if before.is_some_and(|b| b != digest) {
+        let before = seen.replace((stamps, digest));
+        if before.is_some_and(|(_, b)| b != digest) {
             self.changes.send_modify(|n| *n += 1);
         }
     }
@@ -316,6 +349,16 @@ impl Subscriptions {
     /// Subscribes to `uri`: an update is told when its text changes from what it is now. A URI
     /// that names no resource one can watch is refused with [`not_found`].
     pub fn subscribe(&mut self, host: &Host, uri: &str) -> Result<(), McpError> {
+        if uri.starts_with(TOOL_TYPES_PREFIX) && tool_types(host, uri).is_some() {
+            return Err(McpError::invalid_params(
+                format!(
+                    "`{}` can be read but not subscribed to: subscribe to {TYPES_URI}, which \
+                     changes whenever a tool's part does",
+                    crate::text::escape_controls(&truncated(uri))
+                ),
+                None,
+            ));
+        }
         if !is_watchable(uri) {
             return Err(not_found(uri));
         }
@@ -396,6 +439,36 @@ mod tests {
         ] {
             assert!(super::read(&host, missing).is_err(), "{missing}");
         }
+    }
+
+    #[test]
+    fn only_the_cursors_given_are_taken() {
+        let home = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::store::Paths::under(home.path())).unwrap();
+        host.registry().load_builtins();
+        let (first, next) = page(&host, None).unwrap();
+        assert_eq!(first.len(), 1, "the types alone");
+        assert_eq!(next, None);
+        for bad in [
+            "0",
+            "1",
+            "+1",
+            "page-0",
+            "page-1",
+            "page-100",
+            "page-+100",
+            "page-١٠٠",
+        ] {
+            assert!(page(&host, Some(bad)).is_err(), "{bad}");
+        }
+        let mut s = Subscriptions::default();
+        let e = s
+            .subscribe(&host, "lmcp://types/tools/read_file.lua")
+            .unwrap_err();
+        assert!(
+            e.message.contains("can be read but not subscribed to"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -247,7 +247,15 @@ fn own_bytes(package: &Path, path: &Path, lmcp_own: &crate::store::OwnFolders) -
             real.display()
         )));
     }
-    let file = std::fs::File::open(&real).map_err(|e| Error::io(path, e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // a FIFO opens at once (and is then refused) instead of waiting for a writer
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(&real).map_err(|e| Error::io(path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     #[cfg(unix)]
     {

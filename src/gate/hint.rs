@@ -94,6 +94,10 @@ pub(crate) fn problem(schema: &Value, e: &jsonschema::ValidationError<'_>) -> Sc
     if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
     | jsonschema::error::ValidationErrorKind::UnevaluatedProperties { unexpected } = e.kind()
     {
+        // the names as the caller sent them, a few and clipped: a megabyte of key, or a
+        // hundred thousand keys, is no message to send back
+        message = unexpected_names(unexpected);
+        let unexpected = &unexpected[..unexpected.len().min(MAX_NAMES)];
         let given: Vec<&str> = e
             .instance()
             .as_object()
@@ -109,10 +113,35 @@ pub(crate) fn problem(schema: &Value, e: &jsonschema::ValidationError<'_>) -> Sc
         message.push_str(&hints(unexpected, &known));
     }
     SchemaProblem {
-        pointer: e.instance_path().to_string(),
+        pointer: crate::text::clip(&e.instance_path().to_string(), 200).into_owned(),
         rule: e.kind().keyword().to_string(),
         message,
     }
+}
+
+/// Most unknown names an error repeats, and how much of each.
+const MAX_NAMES: usize = 5;
+const MAX_NAME_CHARS: usize = 64;
+
+/// "Additional properties are not allowed ('a', 'b' were unexpected)", at most [`MAX_NAMES`]
+/// names of at most [`MAX_NAME_CHARS`] characters each, and how many more there were.
+fn unexpected_names(unexpected: &[String]) -> String {
+    let shown: Vec<String> = unexpected
+        .iter()
+        .take(MAX_NAMES)
+        .map(|u| format!("'{}'", crate::text::clip(u, MAX_NAME_CHARS)))
+        .collect();
+    let more = unexpected.len().saturating_sub(MAX_NAMES);
+    format!(
+        "Additional properties are not allowed ({}{} {} unexpected)",
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+        if unexpected.len() == 1 { "was" } else { "were" }
+    )
 }
 
 /// "; did you mean `skill_md`? (lmcp's arguments are snake_case)" for the unknown names that
@@ -263,6 +292,27 @@ mod tests {
         assert_eq!(closest_property("ab", &["ay", "ax"]), Some("ax"));
         let long = "a".repeat(MAX_NAME + 1);
         assert_eq!(closest_property(&long, &["a"]), None);
+    }
+
+    #[test]
+    fn a_flood_of_unknown_names_is_told_briefly() {
+        let schema = json!({"type": "object", "properties": {"skill_md": {"type": "string"}},
+            "additionalProperties": false});
+        let mut args = serde_json::Map::new();
+        for i in 0..10_000 {
+            args.insert(format!("k{i}"), json!(1));
+        }
+        args.insert("x".repeat(1 << 20), json!(1));
+        let p = problems(schema.clone(), Value::Object(args));
+        let text: String = p.iter().map(|p| p.to_string()).collect();
+        assert!(text.len() < 2_000, "{} bytes", text.len());
+        assert!(text.contains("and 9996 more were unexpected"), "{text}");
+        let p = problems(schema, json!({"skillMd": "x"}));
+        assert_eq!(
+            p[0].message,
+            "Additional properties are not allowed ('skillMd' was unexpected); did you mean \
+             `skill_md`? (lmcp's arguments are snake_case)"
+        );
     }
 
     fn problems(schema: Value, args: Value) -> Vec<SchemaProblem> {

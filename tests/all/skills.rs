@@ -330,6 +330,49 @@ async fn demo_with_secret(secret: &str) -> TestHost {
     t
 }
 
+/// A result that holds a secret is masked before its `---@return` type is checked, so a masked
+/// field that no longer fits fails the call, saying why, rather than reaching a client as a
+/// result that breaks its own output schema; a secret number set as `12345678.0` is masked in
+/// its integer form too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_masked_result_still_meets_its_declared_type() {
+    let t = TestHost::new();
+    let md = "---\nname: pins\ndescription: Has a secret pin.\nconfig:\n  pin:\n    type: number\n    secret: true\n---\nPins.\n";
+    ok(
+        &t,
+        "skill_install",
+        json!({"skill_md": md, "scripts": [
+            {"name": "number.lua", "code": "---@return {n: integer}\nreturn {n = math.tointeger(config.pin)}"},
+            {"name": "text.lua", "code": "---@return {s: string}\nreturn {s = string.format('%d', config.pin)}"}
+        ]}),
+    )
+    .await;
+    ok(
+        &t,
+        "skill_config",
+        json!({"name": "pins", "values": {"pin": 12345678.0}}),
+    )
+    .await;
+    let e = err(
+        &t,
+        "skill_call",
+        json!({"skill": "pins", "script": "number", "params": {}}),
+    )
+    .await;
+    assert!(
+        e.contains("does not match the type") && e.contains("secret values"),
+        "{e}"
+    );
+    assert!(!e.contains("12345678"), "{e}");
+    let r = ok(
+        &t,
+        "skill_call",
+        json!({"skill": "pins", "script": "text", "params": {}}),
+    )
+    .await;
+    assert_eq!(r["result"]["s"], "********", "{r}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_appear_anywhere() {
     let secret = "sk-TOP-SECRET-4242";
@@ -1376,4 +1419,74 @@ async fn the_contract_example_search_js_is_told_to_be_search_lua() {
     )
     .await;
     assert_eq!(r["result"], true);
+}
+
+/// What is put into a skill's folder behind lmcp's back — a link out, a FIFO — is refused where
+/// the folder is read, never followed or waited on: the skill is no prompt and serves no
+/// reference (as `lmcp skill list` leaves it out), and the readers go on. A FIFO in a folder
+/// being installed is refused at once too.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_links_and_fifos_are_refused_not_followed_or_waited_on() {
+    use lmcp::library::skills;
+    let t = TestHost::new();
+    ok(&t, "skill_install", package(SKILL_MD, HELLO)).await;
+    let refs = t.home().join("data/skills/demo/references");
+    assert_eq!(skills::shown(&t.host).len(), 1);
+    assert!(skills::reference(&t.host, "demo", "style.md").is_some());
+
+    let secret = t.home().join("outside.txt");
+    std::fs::write(&secret, "not yours").unwrap();
+    std::os::unix::fs::symlink(&secret, refs.join("leak.md")).unwrap();
+    assert!(
+        skills::shown(&t.host).is_empty(),
+        "a skill that fails is no prompt"
+    );
+    assert_eq!(skills::reference(&t.host, "demo", "leak.md"), None);
+    assert_eq!(skills::reference(&t.host, "demo", "style.md"), None);
+    std::fs::remove_file(refs.join("leak.md")).unwrap();
+
+    let fifo = std::ffi::CString::new(refs.join("pipe.md").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let looked = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tokio::task::spawn_blocking({
+            let host = std::sync::Arc::clone(&t.host);
+            move || skills::shown(&host).len()
+        }),
+    )
+    .await
+    .expect("a FIFO is not waited on")
+    .unwrap();
+    assert_eq!(looked, 0);
+    std::fs::remove_file(refs.join("pipe.md")).unwrap();
+    assert_eq!(skills::shown(&t.host).len(), 1, "as installed again");
+
+    // a FIFO in a folder to install
+    let pkg = tempfile::tempdir().unwrap();
+    let dir = pkg.path().join("piped");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: piped\ndescription: Has a pipe.\n---\nBody.\n",
+    )
+    .unwrap();
+    let fifo = std::ffi::CString::new(dir.join("notes.md").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.args(["skill", "install", dir.to_str().unwrap(), "--yes"])
+        .env("LMCP_HOME", t.home());
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || cmd.output().unwrap()),
+    )
+    .await
+    .expect("the install does not wait on the FIFO")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("notes.md") && stderr.contains("not a plain file"),
+        "{stderr}"
+    );
 }

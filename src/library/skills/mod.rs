@@ -65,6 +65,15 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_windows_skill_md_has_no_stray_carriage_returns() {
+        let s = parse_skill_md(
+            "---\r\nname: crlf\r\ndescription: Windows.\r\n---\r\n# Title\r\nLine two.\r\n",
+        )
+        .unwrap();
+        assert_eq!(s.prompt, "# Title\nLine two.\n");
+    }
+
+    #[test]
     fn skill_md_parses_and_explains() {
         let md = "---\nname: photo-album\ndescription: Turn photos into a PDF album.\nversion: 1.2\nconfig:\n  api_key:\n    title: API key\n    type: text\n    secret: true\n    required: true\n  size:\n    type: select\n    values: [small, large]\n    default: small\n---\n# Album\nUse make_album.\n";
         let s = parse_skill_md(md).unwrap();

@@ -256,9 +256,10 @@ pub fn parse_skill_md(text: &str) -> Result<SkillMd> {
         .or_else(|| rest.ends_with("\n---").then(|| (rest.len() - 4, 4)))
         .ok_or_else(|| bad(what, "the front matter has no closing `---` line"))?;
     let front = &rest[..end.0];
+    // Windows line ends read as Unix ones: a prompt shown or sent has no stray `\r`
     let prompt = rest[end.0 + end.1..]
         .trim_start_matches(['\r', '\n'])
-        .to_string();
+        .replace("\r\n", "\n");
     check_front_matter(front).map_err(|m| bad(what, m))?;
     let docs = yaml_rust2::YamlLoader::load_from_str(front)
         .map_err(|e| bad(what, format!("the front matter is not valid YAML: {e}")))?;

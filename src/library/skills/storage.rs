@@ -51,14 +51,13 @@ pub fn tool_name(skill: &str, script: &str) -> String {
 }
 
 pub(super) fn read_meta(host: &Host, name: &str) -> Result<Option<Meta>> {
-    store::read_json(&skill_dir(host, name).join("meta.json"))
+    store::read_plain_json(&skill_dir(host, name).join("meta.json"), 64 << 10)
 }
 
 /// Loads an installed skill's package from disk.
 pub(super) fn load_package(host: &Host, name: &str) -> Result<Package> {
     let dir = skill_dir(host, name);
-    let skill_md = std::fs::read_to_string(dir.join("SKILL.md"))
-        .map_err(|e| Error::io(dir.join("SKILL.md"), e))?;
+    let skill_md = store::read_plain_text(&dir.join("SKILL.md"), super::MAX_FILE_BYTES)?;
     let scripts = read_folder(&dir.join("scripts"), 1)?;
     let references = read_folder(&dir.join("references"), super::MAX_REFERENCE_DEPTH)?;
     check_package(host.registry(), &skill_md, &scripts, &references)
@@ -83,7 +82,9 @@ fn read_folder(path: &Path, depth: usize) -> Result<Vec<(String, String)>> {
                 }
                 continue;
             }
-            let text = std::fs::read_to_string(e.path()).map_err(|err| Error::io(e.path(), err))?;
+            // as installed: plain files of at most a reference's size (a link or a FIFO put
+            // there since is refused, not followed or waited on)
+            let text = store::read_plain_text(&e.path(), super::MAX_FILE_BYTES)?;
             out.push((name, text));
         }
     }
@@ -111,10 +112,17 @@ fn stored_secrets(host: &Host, name: &str) -> Result<Map<String, Value>> {
 pub(super) fn secret_values(host: &Host, name: &str) -> Result<Vec<String>> {
     Ok(stored_secrets(host, name)?
         .values()
-        .filter_map(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
+        .flat_map(|v| match v {
+            Value::String(s) => vec![s.clone()],
+            // a whole number stored as 12345678.0 is read by a script as 12345678 too
+            Value::Number(n) => {
+                let mut forms = vec![n.to_string()];
+                if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                    forms.push(format!("{}", f as i64));
+                }
+                forms
+            }
+            _ => Vec::new(),
         })
         .flat_map(|s| crate::text::secret_forms(&s))
         .collect())
@@ -360,7 +368,7 @@ pub fn shown(host: &Host) -> Vec<Shown> {
         .map(|t| t.spec().name.clone())
         .collect();
     let mut out = Vec::new();
-    for (name, dir) in installed(host) {
+    for (name, _) in installed(host) {
         let enabled = read_meta(host, &name)
             .ok()
             .flatten()
@@ -368,11 +376,9 @@ pub fn shown(host: &Host) -> Vec<Shown> {
         if !enabled || !valid_name(&name) {
             continue;
         }
-        let md = std::fs::read_to_string(dir.join("SKILL.md"))
-            .map_err(|e| Error::io(dir.join("SKILL.md"), e))
-            .and_then(|t| super::parse_skill_md(&t));
-        let md = match md {
-            Ok(md) => md,
+        // checked as `lmcp skill list` checks it: a skill that fails is no prompt either
+        let package = match load_package(host, &name) {
+            Ok(p) => p,
             Err(e) => {
                 host.warn(format!("skill `{name}` could not be read: {e}"));
                 continue;
@@ -385,19 +391,15 @@ pub fn shown(host: &Host) -> Vec<Shown> {
             .cloned()
             .collect();
         tools.sort();
-        let references = match read_folder(&dir.join("references"), super::MAX_REFERENCE_DEPTH) {
-            Ok(files) => files.into_iter().map(|(n, text)| (n, text.len())).collect(),
-            Err(e) => {
-                host.warn(format!(
-                    "skill `{name}`'s references could not be read: {e}"
-                ));
-                Vec::new()
-            }
-        };
+        let references = package
+            .references
+            .iter()
+            .map(|(n, text)| (n.clone(), text.len()))
+            .collect();
         out.push(Shown {
             name,
-            description: md.description,
-            prompt: md.prompt,
+            description: package.md.description,
+            prompt: package.md.prompt,
             tools,
             references,
         });
@@ -416,14 +418,13 @@ pub fn reference(host: &Host, skill: &str, name: &str) -> Option<String> {
     {
         return None;
     }
-    read_folder(
-        &skill_dir(host, skill).join("references"),
-        super::MAX_REFERENCE_DEPTH,
-    )
-    .ok()?
-    .into_iter()
-    .find(|(n, _)| n == name)
-    .map(|(_, text)| text)
+    // the whole package, checked as it is for a call: a skill that fails serves nothing
+    load_package(host, skill)
+        .ok()?
+        .references
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, text)| text)
 }
 
 /// Removes a skill (its files, values and tools); whether it was there.

@@ -206,13 +206,31 @@ pub async fn call(
     let report = program::run(&host.caller(), &ctx, &program, params, RunMode::AsCalled)
         .await
         .map_err(|e| redact_error(e, &secrets))?;
+    // masked before it is checked: what the caller gets must meet the declared type, and a
+    // secret the result holds becomes text (or leaves a key) where the type may say otherwise
+    let masked = redact_json(&report.result, &secrets);
+    let holds_secret = masked != report.result;
+    let tool = tool_name(skill, script);
     let result = crate::program::output::checked_result(
-        &tool_name(skill, script),
+        &tool,
         program.returns.as_ref(),
-        report.result,
+        masked,
         report.confirmed,
     )
-    .map_err(|e| redact_error(e, &secrets))?;
+    .map_err(|e| {
+        let e = if holds_secret {
+            Error::tool(
+                &tool,
+                format!(
+                    "{e} (the result holds one of the skill's secret values, which lmcp masks \
+                     as ********: return it in no field whose type that breaks, or not at all)"
+                ),
+            )
+        } else {
+            e
+        };
+        redact_error(e, &secrets)
+    })?;
     let out = json!({"result": result, "output": report.output, "previews": report.previews});
     Ok(redact_json(&out, &secrets))
 }
