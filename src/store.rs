@@ -405,7 +405,17 @@ pub fn read_plain(path: &Path, max: usize) -> Result<Vec<u8>> {
         // a FIFO opens at once instead of waiting for a writer; a link is not followed
         options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
     }
-    let file = options.open(path).map_err(|e| Error::io(path, e))?;
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return Error::Refused(format!(
+                "{} is a link, where lmcp keeps a plain file: something other than lmcp put it \
+                 there",
+                path.display()
+            ));
+        }
+        Error::io(path, e)
+    })?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if !meta.is_file() {
         return Err(Error::Refused(format!(

@@ -317,26 +317,40 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
     match command {
         SkillCommand::List => {
             let v = gated(host, "skill_list", json!({}), false).await?;
+            let installed = crate::library::skills::installed(host);
             emit(json, &v, || {
                 let list = v["skills"].as_array().cloned().unwrap_or_default();
-                if list.is_empty() {
+                if list.is_empty() && installed.is_empty() {
                     return "no skills installed; `lmcp skill install DIR` adds one".into();
                 }
-                list.iter()
-                    .map(|s| {
-                        format!(
-                            "{:<24} {:<8} {} script(s)  {}\n",
-                            s["name"].as_str().unwrap_or(""),
-                            if s["enabled"] == true {
-                                "enabled"
-                            } else {
-                                "disabled"
-                            },
-                            s["toolNames"].as_array().map_or(0, Vec::len),
-                            s["description"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect()
+                // a skill that fails its checks is left out of the list, not forgotten
+                let unread: Vec<&str> = installed
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .filter(|n| !list.iter().any(|s| s["name"] == *n))
+                    .collect();
+                let mut out = String::new();
+                for name in unread {
+                    out.push_str(&format!(
+                        "{:<24} unreadable: `lmcp skill show {name}` says why; installing it \
+                         again repairs it\n",
+                        crate::text::escape_controls(name)
+                    ));
+                }
+                for s in &list {
+                    out.push_str(&format!(
+                        "{:<24} {:<8} {} script(s)  {}\n",
+                        s["name"].as_str().unwrap_or(""),
+                        if s["enabled"] == true {
+                            "enabled"
+                        } else {
+                            "disabled"
+                        },
+                        s["toolNames"].as_array().map_or(0, Vec::len),
+                        s["description"].as_str().unwrap_or("")
+                    ));
+                }
+                out
             });
             Ok(0)
         }

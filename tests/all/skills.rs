@@ -1444,6 +1444,16 @@ async fn planted_links_and_fifos_are_refused_not_followed_or_waited_on() {
     );
     assert_eq!(skills::reference(&t.host, "demo", "leak.md"), None);
     assert_eq!(skills::reference(&t.host, "demo", "style.md"), None);
+    let listed = std::process::Command::new(common::bin())
+        .args(["skill", "list"])
+        .env("LMCP_HOME", t.home())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("demo") && listed.contains("unreadable"),
+        "a skill that fails is named, not hidden: {listed}"
+    );
     std::fs::remove_file(refs.join("leak.md")).unwrap();
 
     let fifo = std::ffi::CString::new(refs.join("pipe.md").to_str().unwrap()).unwrap();
