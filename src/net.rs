@@ -233,8 +233,9 @@ impl reqwest::dns::Resolve for Checked {
 }
 
 /// Makes ring rustls's crypto for this process, once (reqwest's `rustls-no-provider` needs one
-/// before the first client is built).
-fn install_crypto() {
+/// before the first client is built). Public for the code that builds a reqwest client
+/// outside this module, rmcp's HTTP client in the tests among it.
+pub fn install_crypto() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // fails only when another provider is already installed, which then serves as well

@@ -261,6 +261,8 @@ impl HttpServer {
 
     /// A new session with this server.
     async fn connect(&self, generation: Generation, person: Person) -> Session {
+        // rmcp's HTTP client is reqwest without a crypto provider of its own
+        lmcp::net::install_crypto();
         let config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
             .auth_header(&self.token);
         let transport = StreamableHttpClientTransport::from_config(config);
@@ -1454,6 +1456,7 @@ async fn http_a_client_without_the_token_is_turned_away() {
         if let Some(t) = token {
             config = config.auth_header(t);
         }
+        lmcp::net::install_crypto();
         let transport = StreamableHttpClientTransport::from_config(config);
         let handler = Handler {
             generation: Generation::Legacy,

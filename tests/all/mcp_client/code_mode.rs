@@ -399,6 +399,52 @@ async fn the_types_resource_follows_the_tool_set(g: Generation) {
     s.close().await;
 }
 
+/// Over HTTP one server serves every session, and each keeps its own subscriptions: the session
+/// that subscribed to the types hears of a tool a third session creates, the one that did not
+/// hears only that the tool list changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_sessions_keep_their_own_resource_subscriptions() {
+    use rmcp::model::SubscribeRequestParams;
+    const TYPES: &str = "lmcp://types/lmcp.lua";
+    let home = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(home.path(), &[]).await;
+    let mut subscribed = server.connect(Generation::Legacy, Person::Absent).await;
+    let mut other = server.connect(Generation::Legacy, Person::Absent).await;
+    #[allow(deprecated)]
+    subscribed
+        .client
+        .subscribe(SubscribeRequestParams::new(TYPES))
+        .await
+        .expect("resources/subscribe");
+    let maker = server.connect(Generation::Legacy, Person::Absent).await;
+    let r = maker
+        .call(
+            "custom_tool_create",
+            custom_definition("user_double", "Double a number with calculate"),
+        )
+        .await;
+    assert!(!is_error(&r), "{r:?}");
+    let uri = tokio::time::timeout(NOTICE_TIMEOUT, subscribed.resource_updated.recv())
+        .await
+        .expect("the subscriber hears of the change within 10 s")
+        .unwrap();
+    assert_eq!(uri, TYPES);
+    other.list_changed().await;
+    let heard = tokio::time::timeout(REPEAT_WINDOW, other.resource_updated.recv()).await;
+    assert!(
+        heard.is_err(),
+        "a session that did not subscribe: {heard:?}"
+    );
+    for s in [subscribed, other, maker] {
+        s.close().await;
+    }
+    let mut child = server.child;
+    if let Some(pid) = child.id() {
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    }
+    let _ = child.wait().await;
+}
+
 /// One test per scenario and generation, so a failure names both.
 macro_rules! code_mode {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
