@@ -977,6 +977,14 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
             .len(),
         1
     );
+    // a workspace that stays is written like any other, never as scratch (unsynced, #39)
+    let ws_json = Path::new(kept["file_path"].as_str().unwrap())
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("workspace.json");
+    let ws: Value = serde_json::from_slice(&std::fs::read(&ws_json).unwrap()).unwrap();
+    assert!(ws.get("scratch").is_none(), "{ws}");
     // the staged copies are gone; a missing file is a clear error
     let staged: Vec<_> = std::fs::read_dir(home.path().join("data/workspace"))
         .unwrap()
