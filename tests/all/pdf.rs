@@ -1566,4 +1566,12 @@ async fn a_stored_jpeg_changed_after_import_is_refused() {
             .contains("changed since it was imported"),
         "{r}"
     );
+    // the check runs beside the writing (#39): the document written meanwhile is never put in
+    // place; the first build's folder is all there is
+    let outputs = lmcp::tools::pdf::outputs_dir(&f.t.host, &f.ws).unwrap();
+    let left: Vec<_> = std::fs::read_dir(outputs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
 }
