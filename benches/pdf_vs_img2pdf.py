@@ -38,9 +38,12 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-# Runs a command in a fresh Python process (so RUSAGE_CHILDREN's max RSS is that command's alone)
-# and times the command itself, not this wrapper's start-up.
-MEASURE = "import resource, subprocess, sys, time; t = time.perf_counter(); r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); t = time.perf_counter() - t; print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, t); sys.stderr.write(r.stderr.decode()[-500:])"
+# Runs a command in a fresh Python process (so RUSAGE_CHILDREN's max RSS and CPU time are that
+# command's alone) and times the command itself, not this wrapper's start-up. CPU time (user +
+# system) is reported beside wall time: on a shared machine whose cores other processes are
+# using, wall time follows CPU time, and a program that spreads its work over cores gains
+# nothing from it (issue 39's JPEG finding).
+MEASURE = "import resource, subprocess, sys, time; t = time.perf_counter(); r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); t = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); print(r.returncode, u.ru_maxrss, t, u.ru_utime + u.ru_stime); sys.stderr.write(r.stderr.decode()[-500:])"
 
 
 def photo(w: int, h: int, seed: int, mode: str = "RGB") -> Image.Image:
@@ -186,12 +189,13 @@ def make_sets(root: Path) -> dict[str, list[Path]]:
     return sets
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, int]:
+def run(cmd: list[str], env: dict) -> tuple[float, int, float]:
+    """Wall time, max RSS (KiB) and CPU time of one run of `cmd`."""
     out = subprocess.run([sys.executable, "-c", MEASURE, *cmd], env=env, capture_output=True, text=True)
-    code, rss, took = out.stdout.split()
+    code, rss, took, cpu = out.stdout.split()
     if code != "0":
         raise SystemExit(f"{cmd[0]} failed: {out.stderr}")
-    return float(took), int(rss)
+    return float(took), int(rss), float(cpu)
 
 
 def lmcp_json(binary: str, env: dict, *args: str) -> dict:
@@ -211,12 +215,14 @@ def prepared_workspace(binary: str, env: dict, name: str, files: list[str], root
 
 
 def report(label: str, ours: list, theirs: list, s_ours: int, s_theirs: int) -> None:
-    t_ours = statistics.median(t for t, _ in ours)
-    t_theirs = statistics.median(t for t, _ in theirs)
-    m_ours = max(m for _, m in ours)
-    m_theirs = max(m for _, m in theirs)
-    print(f"{label}: lmcp {t_ours:.3f} s, {m_ours / 1024:.0f} MiB, {s_ours / 1e6:.2f} MB | img2pdf {t_theirs:.3f} s, {m_theirs / 1024:.0f} MiB, {s_theirs / 1e6:.2f} MB"
-          f" | time {t_ours / t_theirs:.3f}x, size {s_ours / s_theirs:.4f}x, memory {m_ours / m_theirs:.2f}x")
+    t_ours = statistics.median(t for t, _, _ in ours)
+    t_theirs = statistics.median(t for t, _, _ in theirs)
+    c_ours = statistics.median(c for _, _, c in ours)
+    c_theirs = statistics.median(c for _, _, c in theirs)
+    m_ours = max(m for _, m, _ in ours)
+    m_theirs = max(m for _, m, _ in theirs)
+    print(f"{label}: lmcp {t_ours:.3f} s (cpu {c_ours:.3f} s), {m_ours / 1024:.0f} MiB, {s_ours / 1e6:.2f} MB | img2pdf {t_theirs:.3f} s (cpu {c_theirs:.3f} s), {m_theirs / 1024:.0f} MiB, {s_theirs / 1e6:.2f} MB"
+          f" | time {t_ours / t_theirs:.3f}x, cpu {c_ours / c_theirs:.3f}x, size {s_ours / s_theirs:.4f}x, memory {m_ours / m_theirs:.2f}x")
 
 
 def main(binary: str, runs: int) -> None:
@@ -242,7 +248,7 @@ def main(binary: str, runs: int) -> None:
             report(f"{name} build", built, theirs, Path(build_pdf).stat().st_size, s_theirs)
             report(f"{name} pdf  ", whole, theirs, (pdf_out / "document.pdf").stat().st_size, s_theirs)
         mixed = [str(p) for p in sets["mixed"]]
-        took, _ = run([binary, "pdf", *mixed, "--title", "mixed", "--preset", "square", "-o", str(root / "mixed-ours")], env)
+        took, _, _ = run([binary, "pdf", *mixed, "--title", "mixed", "--preset", "square", "-o", str(root / "mixed-ours")], env)
         print(f"mixed: lmcp accepted all {len(mixed)} files in {took:.2f} s (upright pages: tests/all/pdf.rs renders every orientation)")
         refused = []
         for f in mixed:
