@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check img2pdf
 cargo build --release --quiet
-python3 benches/pdf_vs_img2pdf.py target/release/lmcp "${1:-3}"
+# the binary cargo just built, wherever CARGO_TARGET_DIR puts it
+python3 benches/pdf_vs_img2pdf.py "${CARGO_TARGET_DIR:-target}/release/lmcp" "${1:-3}"

@@ -235,27 +235,69 @@ pub fn atomic_copy(from: &Path, to: &Path) -> Result<()> {
         .map_err(|e| Error::io(from, e))
         .and_then(|_| {
             File::open(&tmp)
-                .and_then(|f| f.sync_all())
+                .and_then(|f| sync_file(&f))
                 .map_err(|e| Error::io(&tmp, e))
         });
     if let Err(e) = copied {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    commit(&tmp, to)
+    commit(&tmp, to, Durability::Synced)
 }
 
 /// Writes a new, uniquely named temporary file in `dir` with `parts` and syncs it, for the caller
 /// to rename into place (then [`sync_dir`]) or remove.
 pub fn write_temp(dir: &Path, parts: &[&[u8]]) -> Result<PathBuf> {
+    write_temp_as(dir, parts, Durability::Synced)
+}
+
+/// [`write_temp`], syncing the file only when `durability` asks for it.
+pub fn write_temp_as(dir: &Path, parts: &[&[u8]], durability: Durability) -> Result<PathBuf> {
     // the folder must exist: one removed meanwhile (a workspace deleted) is not made again
-    write_synced_temp(dir, "new", parts, false)
+    write_temp_file(dir, "new", parts, false, durability)
+}
+
+/// Whether a write waits for the disk. Everything lmcp keeps is [`Durability::Synced`]; only
+/// files that are thrown away when the command that made them ends (a scratch workspace that
+/// `lmcp pdf -o` imports into, builds from and removes) may skip it: a crash loses nothing
+/// anyone keeps, and the waits were a third of that command's time (#39).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The file and the renames that place it reach the disk before the write returns.
+    Synced,
+    /// The kernel writes the file back when it likes; a crash may lose it.
+    Unsynced,
+}
+
+thread_local! {
+    /// The syncs (file or folder) this thread has asked for, counted for [`syncs_on_this_thread`].
+    static SYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many fsyncs the calling thread has made through this module: lets a test show that a
+/// scratch write waits for no disk while a kept one does (a counter on the thread, so tests
+/// running side by side do not mix their counts).
+pub fn syncs_on_this_thread() -> u64 {
+    SYNCS.with(std::cell::Cell::get)
+}
+
+/// `file.sync_all()`, counted.
+fn sync_file(file: &File) -> std::io::Result<()> {
+    SYNCS.with(|n| n.set(n.get() + 1));
+    file.sync_all()
 }
 
 /// Makes renames in a directory durable (best effort: some platforms cannot open directories).
 pub fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+        let _ = sync_file(&d);
+    }
+}
+
+/// [`sync_dir`] when `durability` asks for it.
+pub fn sync_dir_as(dir: &Path, durability: Durability) {
+    if durability == Durability::Synced {
+        sync_dir(dir);
     }
 }
 
@@ -274,10 +316,19 @@ pub fn atomic_move(from: &Path, to: &Path) -> Result<()> {
 }
 
 fn atomic_write_with(path: &Path, parts: &[&[u8]], private: bool) -> Result<()> {
+    atomic_write_as(path, parts, private, Durability::Synced)
+}
+
+fn atomic_write_as(
+    path: &Path,
+    parts: &[&[u8]],
+    private: bool,
+    durability: Durability,
+) -> Result<()> {
     let dir = parent_of(path);
     ensure_dir(dir)?;
-    let tmp = write_synced_temp(dir, &file_name_of(path), parts, private)?;
-    commit(&tmp, path)
+    let tmp = write_temp_file(dir, &file_name_of(path), parts, private, durability)?;
+    commit(&tmp, path, durability)
 }
 
 /// The directory a path is in (`.` for a bare file name).
@@ -342,7 +393,13 @@ fn temp_path(dir: &Path, name: &str) -> PathBuf {
 
 /// Creates a temporary file in `dir` (0600 from the first byte when `private`, on Unix), writes
 /// `parts` and syncs it; on failure it is removed.
-fn write_synced_temp(dir: &Path, name: &str, parts: &[&[u8]], private: bool) -> Result<PathBuf> {
+fn write_temp_file(
+    dir: &Path,
+    name: &str,
+    parts: &[&[u8]],
+    private: bool,
+    durability: Durability,
+) -> Result<PathBuf> {
     let tmp = temp_path(dir, name);
     let written = (|| {
         let mut options = OpenOptions::new();
@@ -358,7 +415,10 @@ fn write_synced_temp(dir: &Path, name: &str, parts: &[&[u8]], private: bool) -> 
         for part in parts {
             f.write_all(part)?;
         }
-        f.sync_all()
+        match durability {
+            Durability::Synced => sync_file(&f),
+            Durability::Unsynced => Ok(()),
+        }
     })();
     match written {
         Ok(()) => Ok(tmp),
@@ -371,23 +431,28 @@ fn write_synced_temp(dir: &Path, name: &str, parts: &[&[u8]], private: bool) -> 
 
 /// Renames a synced temporary file over `path` and syncs the directory, so the rename is
 /// durable; on failure the temporary file is removed and `path` is untouched.
-fn commit(tmp: &Path, path: &Path) -> Result<()> {
+fn commit(tmp: &Path, path: &Path, durability: Durability) -> Result<()> {
     if let Err(e) = fs::rename(tmp, path) {
         let _ = fs::remove_file(tmp);
         return Err(Error::io(path, e));
     }
-    sync_dir(parent_of(path));
+    sync_dir_as(parent_of(path), durability);
     Ok(())
 }
 
 /// Serializes `value` as pretty JSON (with a final newline) and writes it atomically.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    write_json_as(path, value, Durability::Synced)
+}
+
+/// [`write_json`], syncing only when `durability` asks for it.
+pub fn write_json_as<T: Serialize>(path: &Path, value: &T, durability: Durability) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(value).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
     text.push(b'\n');
-    atomic_write(path, &text)
+    atomic_write_as(path, &[&text], false, durability)
 }
 
 /// The bytes of the plain file at `path`, at most `max` of them: a link, a FIFO, a device or

@@ -829,10 +829,13 @@ function tools.tool_search(args) end
 
 ---@class (exact) workspace_create_args
 ---@field name string
+---@field scratch? boolean Imports are not synced to disk (faster; lost in a crash): for a workspace deleted once its PDF is copied out
 ---@class workspace_create_result
 ---@field workspace_id string
 ---@field name? string
----Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}.
+---Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}. A
+---scratch workspace (scratch: true) is for one build that is copied out and the workspace deleted:
+---its imports do not wait for the disk, so a crash may lose them.
 ---effect: write
 ---@param args workspace_create_args
 ---@return workspace_create_result|Preview

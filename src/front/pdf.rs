@@ -381,6 +381,16 @@ async fn sweep_killed_runs(host: &Arc<Host>) {
     }
 }
 
+/// The `workspace_create` arguments of a run. A workspace name holds at most 200 characters,
+/// as a title does: "pdf: " + the title, cut to fit (a title of 196-200 characters failed). It
+/// is a scratch workspace when its results are copied out with `-o` and it is then removed: its
+/// imports skip the syncs that were a third of the run (#39). Without `-o` it stays, and is
+/// written like any other.
+fn workspace_request(args: &PdfArgs) -> Value {
+    let name: String = format!("pdf: {}", args.title()).chars().take(200).collect();
+    json!({"name": name, "scratch": args.output.is_some()})
+}
+
 /// Stages, imports and builds; `scratch` gets the workspace id as soon as there is one.
 async fn build(
     host: &Arc<Host>,
@@ -394,9 +404,7 @@ async fn build(
     let ws = gated(
         host,
         "workspace_create",
-        // a workspace name holds at most 200 characters, as a title does: "pdf: " + the title,
-        // cut to fit (a title of 196-200 characters failed)
-        json!({"name": format!("pdf: {}", args.title()).chars().take(200).collect::<String>()}),
+        workspace_request(args),
         true,
         false,
     )
@@ -515,4 +523,30 @@ async fn build(
     gated(host, "build_image_pdf", request, true, true)
         .await
         .into_result()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(output: Option<&str>, title: &str) -> PdfArgs {
+        PdfArgs {
+            images: vec![PathBuf::from("a.jpg")],
+            title: Some(title.to_string()),
+            preset: PresetArg::Portrait,
+            output: output.map(PathBuf::from),
+            force: false,
+        }
+    }
+
+    /// Only a run that copies its results out (and then removes the workspace) imports into a
+    /// scratch workspace; a kept one is synced like any other. The name fits in 200 characters.
+    #[test]
+    fn only_a_run_with_an_output_folder_uses_a_scratch_workspace() {
+        let kept = workspace_request(&args(None, "t"));
+        assert_eq!(kept, json!({"name": "pdf: t", "scratch": false}));
+        let copied_out = workspace_request(&args(Some("out"), &"x".repeat(200)));
+        assert_eq!(copied_out["scratch"], true);
+        assert_eq!(copied_out["name"].as_str().unwrap().chars().count(), 200);
+    }
 }

@@ -36,6 +36,22 @@ pub struct Workspace {
     pub created: String,
     /// The id the next imported asset gets.
     pub next_asset_id: u64,
+    /// Made to be removed once a document is taken out of it (`lmcp pdf -o` makes one): its
+    /// imports are not synced to disk, which is most of an import's wait, and a crash can lose
+    /// nothing anyone keeps (the next `lmcp pdf` removes what a killed one left) (#39).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scratch: bool,
+}
+
+impl Workspace {
+    /// How its files are written: synced, unless it is a scratch workspace.
+    pub fn durability(&self) -> store::Durability {
+        if self.scratch {
+            store::Durability::Unsynced
+        } else {
+            store::Durability::Synced
+        }
+    }
 }
 
 /// One imported image.
@@ -119,8 +135,8 @@ fn sweep_deleted(host: &Host) {
 /// The start of the name a workspace being deleted is renamed to.
 const DELETING: &str = ".deleting-";
 
-/// Creates a workspace.
-pub fn create(host: &Host, name: &str) -> Result<Workspace> {
+/// Creates a workspace; a `scratch` one is written without syncs (see [`Workspace::scratch`]).
+pub fn create(host: &Host, name: &str, scratch: bool) -> Result<Workspace> {
     sweep_deleted(host);
     let id = uuid::Uuid::new_v4().hyphenated().to_string();
     let ws = Workspace {
@@ -128,6 +144,7 @@ pub fn create(host: &Host, name: &str) -> Result<Workspace> {
         name: name.to_string(),
         created: store::timestamp(),
         next_asset_id: 1,
+        scratch,
     };
     let dir = root(host).join(&id);
     store::ensure_dir(&dir.join("assets"))?;
@@ -239,6 +256,8 @@ pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<As
             source.display()
         ))
     })?;
+    // the workspace says whether its files wait for the disk (a scratch one's do not)
+    let durability = read_workspace(&dir)?.durability();
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
     // It must decode: a truncated or damaged file is refused now, not when a PDF is built. The
     // same decode makes what a build needs (thumbnail, compressed planes), so builds copy bytes.
@@ -279,7 +298,10 @@ pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<As
     }
     let committed = (|| -> Result<Asset> {
         for (suffix, parts) in &files {
-            staged.push((store::write_temp(&assets_dir, parts)?, suffix.clone()));
+            staged.push((
+                store::write_temp_as(&assets_dir, parts, durability)?,
+                suffix.clone(),
+            ));
         }
         turn.wait();
         let lock_path = dir.join("assets.json");
@@ -291,7 +313,7 @@ pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<As
             let to = assets_dir.join(format!("{asset_id}{suffix}"));
             std::fs::rename(tmp, &to).map_err(|e| Error::io(&to, e))?;
         }
-        store::sync_dir(&assets_dir);
+        store::sync_dir_as(&assets_dir, durability);
         let asset = Asset {
             asset_id,
             media_type: media.to_string(),
@@ -304,9 +326,9 @@ pub fn import(host: &Host, id: &str, path: &str, ctx: &CallContext) -> Result<As
             imported: store::timestamp(),
         };
         all.push(asset.clone());
-        store::write_json(&lock_path, &all)?;
+        store::write_json_as(&lock_path, &all, durability)?;
         ws.next_asset_id = asset_id + 1;
-        store::write_json(&dir.join("workspace.json"), &ws)?;
+        store::write_json_as(&dir.join("workspace.json"), &ws, durability)?;
         Ok(asset)
     })();
     if committed.is_err() {
@@ -342,13 +364,14 @@ pub fn tools() -> Vec<(ToolSpec, Handler)> {
             ToolSpec::new(
                 "workspace_create",
                 "Create a workspace",
-                "Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}.",
-                json!({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200}}, "required": ["name"], "additionalProperties": false}),
+                "Create a workspace to import images into (for build_image_pdf). Returns {workspace_id}. A scratch workspace (scratch: true) is for one build that is copied out and the workspace deleted: its imports do not wait for the disk, so a crash may lose them.",
+                json!({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200}, "scratch": {"type": "boolean", "description": "Imports are not synced to disk (faster; lost in a crash): for a workspace deleted once its PDF is copied out", "default": false}}, "required": ["name"], "additionalProperties": false}),
             )
             .effect(Effect::Write, write)
             .output(json!({"type": "object", "properties": {"workspace_id": {"type": "string"}, "name": {"type": "string"}}, "required": ["workspace_id"]})),
             handler(|inv| async move {
-                let ws = create(&inv.host(), inv.args["name"].as_str().unwrap_or(""))?;
+                let scratch = inv.args["scratch"].as_bool().unwrap_or(false);
+                let ws = create(&inv.host(), inv.args["name"].as_str().unwrap_or(""), scratch)?;
                 Ok(json!({"workspace_id": ws.workspace_id, "name": ws.name}))
             }),
         ),

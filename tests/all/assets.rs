@@ -341,3 +341,40 @@ async fn a_relative_path_found_only_here_is_explained_to_the_cli() {
     .await
     .unwrap();
 }
+
+/// A scratch workspace's import waits for no disk, a kept workspace's does (the copy, its
+/// folder, the index): #39, where the syncs were a third of `lmcp pdf -o`'s time. Counted on
+/// this thread, where `import` runs when called directly; both imports are whole all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scratch_workspace_imports_without_syncing_and_a_kept_one_syncs() {
+    let t = TestHost::new();
+    let ws_dir = t.home().join("data/workspace");
+    std::fs::create_dir_all(&ws_dir).unwrap();
+    image::RgbImage::from_pixel(20, 10, image::Rgb([10, 200, 30]))
+        .save(ws_dir.join("b.jpg"))
+        .unwrap();
+    let mut syncs = Vec::new();
+    for scratch in [false, true] {
+        let id = call_yes(
+            &t.host,
+            "workspace_create",
+            json!({"name": "s", "scratch": scratch}),
+        )
+        .await
+        .unwrap()["workspace_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let before = lmcp::store::syncs_on_this_thread();
+        let a = lmcp::tools::assets::import(&t.host, &id, "b.jpg", &crate::common::ctx()).unwrap();
+        syncs.push(lmcp::store::syncs_on_this_thread() - before);
+        let (stored, path) = lmcp::tools::assets::asset(&t.host, &id, a.asset_id).unwrap();
+        assert_eq!(std::fs::metadata(path).unwrap().len(), stored.bytes);
+        assert_eq!(stored.sha256, a.sha256);
+    }
+    assert!(syncs[0] >= 5, "a kept workspace's import syncs: {syncs:?}");
+    assert_eq!(
+        syncs[1], 0,
+        "a scratch workspace's import waits for no disk"
+    );
+}

@@ -559,6 +559,84 @@ async fn a_rendered_page_matches_its_source() {
     );
 }
 
+/// A PNG file's IDAT data, joined: its compressed rows.
+fn png_idat(png: &[u8]) -> Vec<u8> {
+    let mut at = 8;
+    let mut idat = Vec::new();
+    while at + 12 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        if &png[at + 4..at + 8] == b"IDAT" {
+            idat.extend_from_slice(&png[at + 8..at + 8 + len]);
+        }
+        at += 12 + len;
+    }
+    idat
+}
+
+/// An opaque PNG's compressed rows go into the PDF as they are, as img2pdf embeds them (#39: a
+/// page never larger than the file's own data), and the page still renders as its source (with
+/// the `interop` feature, by pdftoppm too): RGB at 8 bits and gray at 16. A PNG with alpha is
+/// encoded anew (its colour and mask are separate images in a PDF).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_png_is_embedded_as_its_own_rows_and_renders_as_its_source() {
+    let rgb = image::RgbImage::from_fn(120, 80, |x, y| match (x < 60, y < 40) {
+        (true, true) => image::Rgb([255, 0, 0]),
+        (false, true) => image::Rgb([0, 160, 0]),
+        (true, false) => image::Rgb([0, 0, 255]),
+        (false, false) => image::Rgb([255, 255, 255]),
+    });
+    let gray = image::ImageBuffer::<image::Luma<u16>, _>::from_fn(90, 60, |x, _| {
+        image::Luma([if x < 45 { 0x2000 } else { 0xE000 }])
+    });
+    let rgba = image::RgbaImage::from_pixel(30, 20, image::Rgba([9, 9, 9, 128]));
+    let png = |img: image::DynamicImage| {
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        out.into_inner()
+    };
+    let files = [
+        ("rgb.png", png(rgb.into())),
+        ("gray16.png", png(image::DynamicImage::ImageLuma16(gray))),
+        ("rgba.png", png(rgba.into())),
+    ];
+    let f = fixture(&files).await;
+    let r = call_yes(
+        &f.t.host,
+        "build_image_pdf",
+        json!({"workspace_id": f.ws, "source_asset_ids": [1, 2, 3], "title": "p", "preset": "square"}),
+    )
+    .await
+    .unwrap();
+    let pdf = r["file_path"].as_str().unwrap();
+    let doc = lopdf::Document::load(pdf).unwrap();
+    let pages: Vec<_> = doc.get_pages().into_values().collect();
+    for (n, (name, bytes)) in files.iter().enumerate() {
+        let s = stream_of(&doc, pages[n]);
+        let same = s.content == png_idat(bytes);
+        assert_eq!(
+            same,
+            *name != "rgba.png",
+            "{name}: embedded as its own rows"
+        );
+        let parms = s.dict.get(b"DecodeParms").unwrap().as_dict().unwrap();
+        assert_eq!(parms.get(b"Predictor").unwrap().as_i64().unwrap(), 15);
+    }
+    let page = render_page(pdf, 1, 30, f.t.home());
+    let placed = &serde_json::from_slice::<Value>(
+        &std::fs::read(r["manifest_path"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap()["pages"];
+    let seen = quadrants(&page, 210.0, &placed[0]["placement_mm"]);
+    for (got, want) in seen.iter().zip([RED, GREEN, BLUE, WHITE]) {
+        assert!(close(*got, want, 40), "{seen:?}");
+    }
+    let page = render_page(pdf, 2, 30, f.t.home());
+    let [left, right, ..] = quadrants(&page, 210.0, &placed[1]["placement_mm"]);
+    // 0x2000 and 0xE000 of 0xFFFF: 32 and 224 of 255
+    assert!(close(left, image::Rgb([32; 3]), 24), "{left:?}");
+    assert!(close(right, image::Rgb([224; 3]), 24), "{right:?}");
+}
+
 const RED: image::Rgb<u8> = image::Rgb([255, 0, 0]);
 const GREEN: image::Rgb<u8> = image::Rgb([0, 160, 0]);
 const BLUE: image::Rgb<u8> = image::Rgb([0, 0, 255]);
@@ -977,6 +1055,14 @@ fn lmcp_pdf_builds_from_files_named_on_the_command_line() {
             .len(),
         1
     );
+    // a workspace that stays is written like any other, never as scratch (unsynced, #39)
+    let ws_json = Path::new(kept["file_path"].as_str().unwrap())
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("workspace.json");
+    let ws: Value = serde_json::from_slice(&std::fs::read(&ws_json).unwrap()).unwrap();
+    assert!(ws.get("scratch").is_none(), "{ws}");
     // the staged copies are gone; a missing file is a clear error
     let staged: Vec<_> = std::fs::read_dir(home.path().join("data/workspace"))
         .unwrap()
@@ -1480,4 +1566,12 @@ async fn a_stored_jpeg_changed_after_import_is_refused() {
             .contains("changed since it was imported"),
         "{r}"
     );
+    // the check runs beside the writing (#39): the document written meanwhile is never put in
+    // place; the first build's folder is all there is
+    let outputs = lmcp::tools::pdf::outputs_dir(&f.t.host, &f.ws).unwrap();
+    let left: Vec<_> = std::fs::read_dir(outputs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
 }

@@ -4,7 +4,8 @@
 //! A JPEG a PDF embeds as it is gets its entropy-coded data checked to the last block and its
 //! thumbnail from the blocks' DC picture, no pixel decoded (see [`super::huffman_jpeg`]);
 //! anything else is decoded once, which yields the preview thumbnail and the PDF image planes — colour and alpha, PNG-filtered and compressed
-//! (see [`super::flate`]). They are kept beside the asset (`N.prepared`, `N.thumb`) and checked
+//! (see [`super::flate`]) — except that an opaque gray or RGB PNG keeps its own compressed rows,
+//! which a PDF reads as they are (see [`png_rows`]). They are kept beside the asset (`N.prepared`, `N.thumb`) and checked
 //! against the asset's SHA-256 when used; a missing or stale one is simply made again from the
 //! asset, so these files are a cache, never the only copy of anything.
 
@@ -282,12 +283,89 @@ pub fn analyse(
     let img = image::DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?;
     let (width, height) = (img.width(), img.height());
     let thumbnail = thumbnail(&img, orientation)?;
+    let prepared = match png_rows(bytes, &img) {
+        Some(rows) => flate_prepared((width, height), orientation, source_sha256, rows, None),
+        None => planes(img, orientation, source_sha256),
+    };
     Ok(Analysis {
         width,
         height,
         orientation,
         thumbnail,
-        prepared: Some(planes(img, orientation, source_sha256)),
+        prepared: Some(prepared),
+    })
+}
+
+/// An opaque PNG's own compressed rows, when a PDF can read them as they are: what `/FlateDecode`
+/// with `/Predictor 15` reads is exactly a PNG's IDAT data (zlib, each row led by its filter
+/// type), for gray or RGB at 8 or 16 bits, not interlaced and with no transparent colour. Such a
+/// page is then never larger than the file's own data — nor than img2pdf's, which embeds it the
+/// same way — and costs no filtering or compressing. `decoded` is the image the file decoded to
+/// (so it is whole); the data is also inflated here, strictly (its checksum, and exactly the
+/// rows the header declares), so what a PDF reader inflates is what was checked. `None` means
+/// encode the planes anew.
+fn png_rows(bytes: &[u8], decoded: &image::DynamicImage) -> Option<(Plane, Vec<u8>)> {
+    use image::DynamicImage as D;
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    let (colors, bits) = match decoded {
+        D::ImageLuma8(_) => (1u8, 8u8),
+        D::ImageLuma16(_) => (1, 16),
+        D::ImageRgb8(_) => (3, 8),
+        D::ImageRgb16(_) => (3, 16),
+        _ => return None,
+    };
+    let rest = bytes.strip_prefix(SIGNATURE)?;
+    let mut chunks = Vec::new();
+    let mut at = 0;
+    while at + 12 <= rest.len() {
+        let len = u32::from_be_bytes(rest[at..at + 4].try_into().ok()?) as usize;
+        let data = rest.get(at + 8..(at + 8).checked_add(len)?)?;
+        let kind = &rest[at + 4..at + 8];
+        chunks.push((kind, data));
+        at += 12 + len;
+        if kind == b"IEND" {
+            break;
+        }
+    }
+    let (kind, ihdr) = *chunks.first()?;
+    if kind != b"IHDR" || ihdr.len() != 13 {
+        return None;
+    }
+    let color_type = if colors == 1 { 0 } else { 2 };
+    // the header must say what the decoder made of it: no palette expanded, no depth changed
+    let as_decoded = u32::from_be_bytes(ihdr[0..4].try_into().ok()?) == decoded.width()
+        && u32::from_be_bytes(ihdr[4..8].try_into().ok()?) == decoded.height()
+        && ihdr[8] == bits
+        && ihdr[9] == color_type
+        && ihdr[12] == 0;
+    if !as_decoded || chunks.iter().any(|(kind, _)| *kind == b"tRNS") {
+        return None;
+    }
+    let idat: Vec<u8> = chunks
+        .iter()
+        .filter(|(kind, _)| *kind == b"IDAT")
+        .flat_map(|(_, data)| data.iter().copied())
+        .collect();
+    let row_bytes = decoded.width() as usize * colors as usize * bits as usize / 8;
+    let expected = decoded.height() as usize * (row_bytes + 1);
+    // one byte more than expected: data that inflates to more rows than declared is refused
+    let mut rows = vec![0u8; expected + 1];
+    let inflated = libdeflater::Decompressor::new()
+        .zlib_decompress(&idat, &mut rows)
+        .ok()?;
+    let whole = inflated == expected
+        && rows[..expected]
+            .chunks_exact(row_bytes + 1)
+            .all(|row| row[0] <= 4);
+    whole.then(|| {
+        let plane = Plane {
+            colors,
+            bits,
+            width: decoded.width(),
+            height: decoded.height(),
+            len: idat.len() as u64,
+        };
+        (plane, idat)
     })
 }
 
@@ -734,6 +812,93 @@ mod tests {
             (p.header.color.len, mask.len)
         );
         assert_eq!(thumb_media_type(&a.thumbnail), "image/png");
+    }
+
+    /// A PNG file's IDAT data, joined.
+    fn idat(png: &[u8]) -> Vec<u8> {
+        let mut at = 8;
+        let mut out = Vec::new();
+        while at + 12 <= png.len() {
+            let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+            if &png[at + 4..at + 8] == b"IDAT" {
+                out.extend_from_slice(&png[at + 8..at + 8 + len]);
+            }
+            at += 12 + len;
+        }
+        out
+    }
+
+    /// CRC-32 (IEEE) of a chunk's type and data.
+    fn crc(kind: &[u8], data: &[u8]) -> [u8; 4] {
+        let mut crc = 0xFFFF_FFFFu32;
+        for b in kind.iter().chain(data) {
+            crc ^= u32::from(*b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        (!crc).to_be_bytes()
+    }
+
+    /// `png` with a chunk put right after its header (IHDR ends at byte 33), CRC and all.
+    fn with_chunk(png: &[u8], kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+        let mut out = png[..33].to_vec();
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&crc(kind, data));
+        out.extend_from_slice(&png[33..]);
+        out
+    }
+
+    /// An opaque gray or RGB PNG keeps its own compressed rows (what img2pdf embeds too, so a
+    /// page is never larger than its); one with a transparent colour, or with alpha, or whose
+    /// data holds more rows than its header says, is encoded anew.
+    #[test]
+    fn an_opaque_png_keeps_its_own_rows_and_others_are_encoded_anew() {
+        let rgb = image::RgbImage::from_fn(40, 30, |x, y| image::Rgb([x as u8 * 6, y as u8, 7]));
+        let bytes = png(rgb.clone().into());
+        let p = analyse(&bytes, "x", ImageBudget::default(), &|| false)
+            .unwrap()
+            .prepared
+            .unwrap();
+        assert_eq!(p.color, idat(&bytes));
+        assert_eq!((p.header.color.colors, p.header.color.bits), (3, 8));
+        assert_eq!(
+            (p.header.color.len, p.header.mask),
+            (p.color.len() as u64, None)
+        );
+        let gray = image::ImageBuffer::<image::Luma<u16>, _>::from_fn(9, 5, |x, _| {
+            image::Luma([x as u16 * 7000])
+        });
+        let bytes = png(image::DynamicImage::ImageLuma16(gray));
+        let p = analyse(&bytes, "x", ImageBudget::default(), &|| false)
+            .unwrap()
+            .prepared
+            .unwrap();
+        assert_eq!(p.color, idat(&bytes));
+        assert_eq!((p.header.color.colors, p.header.color.bits), (1, 16));
+        // a transparent colour (tRNS: this red, at 16 bits a sample) gives the picture alpha
+        let keyed = with_chunk(&png(rgb.clone().into()), b"tRNS", &[0, 0, 0, 0, 0, 7]);
+        let p = analyse(&keyed, "x", ImageBudget::default(), &|| false)
+            .unwrap()
+            .prepared
+            .unwrap();
+        assert_ne!(p.color, idat(&keyed));
+        assert!(p.header.mask.is_some());
+        // rows beyond the header's height: never passed on to a PDF reader as they are
+        let taller = image::RgbImage::from_fn(40, 31, |x, y| image::Rgb([x as u8 * 6, y as u8, 7]));
+        let mut cut = png(taller.into());
+        cut[20..24].copy_from_slice(&30u32.to_be_bytes());
+        let ihdr_crc = crc(b"IHDR", &cut[16..29]);
+        cut[29..33].copy_from_slice(&ihdr_crc);
+        if let Ok(a) = analyse(&cut, "x", ImageBudget::default(), &|| false) {
+            assert_ne!(a.prepared.unwrap().color, idat(&cut));
+        }
     }
 
     #[test]
