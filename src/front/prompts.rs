@@ -39,7 +39,7 @@ pub fn get(host: &Host, name: &str) -> Result<GetPromptResult, McpError> {
             format!(
                 "no prompt `{}` here: prompts/list names them (one per enabled skill; \
                  `lmcp skill enable NAME` turns a disabled one on)",
-                escape_controls(&name.chars().take(200).collect::<String>())
+                escape_controls(&crate::text::clip(name, 200))
             ),
             None,
         ));

@@ -67,7 +67,7 @@ pub fn page(
                     format!(
                         "the cursor `{}` is not one this server gave (or the list has changed \
                          since): list again without a cursor",
-                        crate::text::escape_controls(&truncated(c))
+                        crate::text::escape_controls(&crate::text::clip(c, 200))
                     ),
                     None,
                 )
@@ -189,22 +189,24 @@ pub fn is_watchable(uri: &str) -> bool {
 /// The resource at `uri`, or the MCP error for a URI that names none (-32002, with the URI).
 pub fn read(host: &Host, uri: &str) -> Result<ReadResourceResult, McpError> {
     if uri == TYPES_URI {
-        let contents = ResourceContents::text(types_text(host), TYPES_URI).with_mime_type(LUA_MIME);
-        return Ok(ReadResourceResult::new(vec![contents]));
+        return Ok(text_resource(types_text(host), uri, LUA_MIME));
     }
     if let Some(text) = tool_types(host, uri) {
-        let contents = ResourceContents::text(text, uri).with_mime_type(LUA_MIME);
-        return Ok(ReadResourceResult::new(vec![contents]));
+        return Ok(text_resource(text, uri, LUA_MIME));
     }
     // a reference is read through the skill's own listing (no path is made of the URI), and
     // is at most the 1 MiB a reference may be, the bound of read_file
     if let Some((skill, name)) = reference_of(uri)
         && let Some(text) = crate::library::skills::reference(host, skill, &name)
     {
-        let contents = ResourceContents::text(text, uri).with_mime_type(media_type(&name));
-        return Ok(ReadResourceResult::new(vec![contents]));
+        return Ok(text_resource(text, uri, media_type(&name)));
     }
     Err(not_found(uri))
+}
+
+/// A read's answer: one text of this media type.
+fn text_resource(text: String, uri: &str, mime: &str) -> ReadResourceResult {
+    ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type(mime)])
 }
 
 /// The error for a URI that names no resource: it says which resources there are.
@@ -213,20 +215,14 @@ pub fn not_found(uri: &str) -> McpError {
         format!(
             "no resource `{}` here: resources/list names them ({TYPES_URI} is the typed tool \
              API; {TOOL_TYPES_PREFIX}NAME.lua one tool's part, for a tool named NAME)",
-            crate::text::escape_controls(&truncated(uri))
+            crate::text::escape_controls(&crate::text::clip(uri, 200))
         ),
-        Some(serde_json::json!({ "uri": truncated(uri) })),
+        Some(serde_json::json!({ "uri": crate::text::clip(uri, 200) })),
     )
 }
 
-/// A URI as long as an error should repeat it.
-fn truncated(uri: &str) -> String {
-    const MAX: usize = 200;
-    match uri.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &uri[..at]),
-        None => uri.to_string(),
-    }
-}
+/// Each installed skill's folder stamp ([`crate::library::skill_stamps`]).
+type SkillStamps = Vec<(String, crate::host::Stamp)>;
 
 /// The skills as MCP clients see them (prompts and references), watched for changes: the
 /// server's library watcher looks every two seconds ([`Catalog::look`]), and every session
@@ -235,29 +231,7 @@ fn truncated(uri: &str) -> String {
 pub struct Catalog {
     changes: tokio::sync::watch::Sender<u64>,
     /// The skills' folder stamps and the digest of what clients saw at the last look.
-    seen: std::sync::Mutex<Option<(Vec<Stamp>, u64)>>,
-}
-
-/// One skill's name and the stamps of its folder and the files that say what it is.
-type Stamp = (String, Vec<Option<crate::host::FileStamp>>);
-
-/// Every installed skill's [`Stamp`]: an install replaces the folder, enabling rewrites
-/// `meta.json`, so either shows here (links are not followed).
-fn folder_stamps(host: &Host) -> Vec<Stamp> {
-    crate::library::skills::installed(host)
-        .into_iter()
-        .map(|(name, dir)| {
-            let stamps = ["", "SKILL.md", "meta.json", "scripts", "references"]
-                .iter()
-                .map(|f| {
-                    std::fs::symlink_metadata(dir.join(f))
-                        .ok()
-                        .map(|m| crate::host::file_stamp_of(&m))
-                })
-                .collect();
-            (name, stamps)
-        })
-        .collect()
+    seen: std::sync::Mutex<Option<(SkillStamps, u64)>>,
 }
 
 impl Catalog {
@@ -277,7 +251,7 @@ impl Catalog {
         use std::hash::{Hash, Hasher};
         // the skills' folders first (a few stats each): only when they changed are the skills
         // read and checked again
-        let stamps = folder_stamps(host);
+        let stamps = crate::library::skill_stamps(host);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if seen.as_ref().is_some_and(|(s, _)| *s == stamps) {
             return;
@@ -354,7 +328,7 @@ impl Subscriptions {
                 format!(
                     "`{}` can be read but not subscribed to: subscribe to {TYPES_URI}, which \
                      changes whenever a tool's part does",
-                    crate::text::escape_controls(&truncated(uri))
+                    crate::text::escape_controls(&crate::text::clip(uri, 200))
                 ),
                 None,
             ));

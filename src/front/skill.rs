@@ -408,21 +408,8 @@ pub async fn skill(host: &Arc<Host>, command: SkillCommand, json: bool) -> Resul
         }
         SkillCommand::Install { dir, yes } => {
             let (args, left_out) = package_args(&dir, &crate::store::OwnFolders::of(host.paths()))?;
-            let pairs = |key: &str, value: &str| -> Vec<(String, String)> {
-                args[key]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|s| {
-                        (
-                            s["name"].as_str().unwrap_or("").to_string(),
-                            s[value].as_str().unwrap_or("").to_string(),
-                        )
-                    })
-                    .collect()
-            };
-            let scripts = pairs("scripts", "code");
-            let refs = pairs("references", "content");
+            let scripts = skills::named_files(&args, "scripts", "code");
+            let refs = skills::named_files(&args, "references", "content");
             let package = skills::check_package(
                 host.registry(),
                 args["skill_md"].as_str().unwrap_or(""),

@@ -97,6 +97,15 @@ fn folder_stamp(dir: &Path) -> Stamp {
     found.into_iter().map(|(_, stamp)| stamp).collect()
 }
 
+/// Each installed skill's name and the stamp of its folder (its files one level down): what
+/// the watcher compares to see a skill installed, replaced, removed or switched on or off.
+pub fn skill_stamps(host: &Host) -> Vec<(String, Stamp)> {
+    skills::installed(host)
+        .into_iter()
+        .map(|(name, dir)| (name, folder_stamp(&dir)))
+        .collect()
+}
+
 /// The program stores as they are now (what [`load_all`] just loaded).
 fn seen_now(host: &Host) -> Seen {
     Seen {
@@ -104,10 +113,7 @@ fn seen_now(host: &Host) -> Seen {
             .into_iter()
             .map(|p| (p.display().to_string(), file_stamp(&p)))
             .collect(),
-        skills: skills::installed(host)
-            .into_iter()
-            .map(|(name, dir)| (name, folder_stamp(&dir)))
-            .collect(),
+        skills: skill_stamps(host).into_iter().collect(),
     }
 }
 

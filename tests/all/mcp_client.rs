@@ -1383,6 +1383,22 @@ in_both_generations! {
     every_result_meets_its_schema => typed_results_legacy, typed_results_2026;
 }
 
+/// One test per generation of a scenario that takes only the generation (stdio, the scenario
+/// starting its own server), so a failure names both: used by the submodules below.
+macro_rules! per_generation {
+    ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $legacy() {
+            $scenario(Generation::Legacy).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $modern() {
+            $scenario(Generation::Modern).await;
+        }
+    )*};
+}
+
 /// The same scenarios through rmcp's Streamable HTTP client against `lmcp serve --http`.
 macro_rules! over_http {
     ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(

@@ -38,7 +38,7 @@ pub use storage::{
     Meta, Shown, get, install, installed, list, load_one, recover, reference, remove, set_config,
     set_enabled, shown, tool_name,
 };
-pub use tools::{call, register_tools};
+pub use tools::{call, named_files, register_tools};
 
 /// A script's default timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);

@@ -244,6 +244,23 @@ fn redact_error(e: Error, secrets: &[String]) -> Error {
     }
 }
 
+/// `skill_install`'s `scripts` or `references` as (name, text) pairs, leniently: a missing
+/// field reads as empty (for saying what a package becomes; [`files_arg`] is the strict reading
+/// that installs).
+pub fn named_files(v: &Value, key: &str, value_key: &str) -> Vec<(String, String)> {
+    v[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or("").to_string(),
+                s[value_key].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
 pub(super) fn files_arg(v: &Value, key: &str, value_key: &str) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for (i, item) in v[key].as_array().into_iter().flatten().enumerate() {
@@ -516,21 +533,8 @@ pub fn register_tools(registry: &Registry) -> Result<()> {
 /// files are only read), that its `allowed-tools` grants nothing here, and who reads the
 /// skill's secrets with what they may call (a skill's scripts are trusted with its secrets).
 fn install_summary(a: &Value) -> String {
-    let files = |key: &str, value: &str| -> Vec<(String, String)> {
-        a[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|s| {
-                (
-                    s["name"].as_str().unwrap_or("").to_string(),
-                    s[value].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect()
-    };
-    let scripts = files("scripts", "code");
-    let references: Vec<String> = files("references", "content")
+    let scripts = named_files(a, "scripts", "code");
+    let references: Vec<String> = named_files(a, "references", "content")
         .into_iter()
         .map(|(n, _)| n)
         .collect();

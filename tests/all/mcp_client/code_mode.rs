@@ -445,22 +445,7 @@ async fn http_sessions_keep_their_own_resource_subscriptions() {
     let _ = child.wait().await;
 }
 
-/// One test per scenario and generation, so a failure names both.
-macro_rules! code_mode {
-    ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $legacy() {
-            $scenario(Generation::Legacy).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $modern() {
-            $scenario(Generation::Modern).await;
-        }
-    )*};
-}
-
-code_mode! {
+per_generation! {
     twenty_calls_in_one => twenty_calls_legacy, twenty_calls_2026;
     a_writing_chunk_previews_then_asks_once => writes_ask_once_legacy, writes_ask_once_2026;
     a_syntax_error_returns_its_line => syntax_error_legacy, syntax_error_2026;

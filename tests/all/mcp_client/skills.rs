@@ -269,21 +269,7 @@ async fn resources_come_in_pages(g: Generation) {
     s.close().await;
 }
 
-macro_rules! skills_in_both {
-    ($($scenario:ident => $legacy:ident, $modern:ident;)*) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $legacy() {
-            $scenario(Generation::Legacy).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $modern() {
-            $scenario(Generation::Modern).await;
-        }
-    )*};
-}
-
-skills_in_both! {
+per_generation! {
     skills_as_prompts_and_resources => prompts_and_resources_legacy, prompts_and_resources_2026;
     resources_come_in_pages => resource_pages_legacy, resource_pages_2026;
 }
